@@ -1,0 +1,86 @@
+"""The exception tree of graph-memory.
+
+Every failure the product reports on purpose is a :class:`GraphError`. Tool adapters turn
+these into MCP tool results with ``isError: true`` (one place: ``server``); the CLI turns them
+into a message on stderr and a non-zero exit (one place: ``cli``). Anything else escaping is a
+bug and is logged with its traceback, never shown to the caller.
+
+::
+
+    GraphError                      base: message is safe to show to a person or a model
+    ├── InvalidInput                arguments that break the contract (types, sizes, empty names)
+    │   └── InvalidQuery            a search query that cannot be run (too long, bad FTS syntax)
+    ├── EntityNotFound              "Entity with name {name} not found" (upstream's wording)
+    ├── Conflict                    a write that would break a uniqueness rule
+    ├── StoreError                  the database cannot be used (path, permissions, corruption, locks)
+    │   └── MigrationError          schema history edited, missing or newer than this code
+    └── LegacyFormatError           an upstream JSONL/JSON file that cannot be imported as is
+"""
+
+from __future__ import annotations
+
+
+class GraphError(Exception):
+    """Base of every deliberate graph-memory failure; ``str(exc)`` is the user-facing message."""
+
+
+class InvalidInput(GraphError):
+    """Tool or CLI arguments that break the contract (wrong type, over a size limit, empty name)."""
+
+
+class InvalidQuery(InvalidInput):
+    """A search query that cannot be run: over 2048 characters, or malformed FTS5 syntax."""
+
+
+class EntityNotFound(GraphError):
+    """An operation named an entity that does not exist.
+
+    The message is exactly ``Entity with name {name} not found``, the reference server's wording,
+    because callers written against it match on that text.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"Entity with name {name} not found")
+        self.name = name
+
+
+class Conflict(GraphError):
+    """A write that would break a uniqueness rule (e.g. an observation replaced by one that exists)."""
+
+
+class StoreError(GraphError):
+    """The database cannot be opened or used: bad path, permissions, not SQLite, corrupt, locked."""
+
+
+class MigrationError(StoreError):
+    """The database's migration history does not match the code: edited, missing, or newer."""
+
+
+class LegacyFormatError(GraphError):
+    """An upstream memory file that cannot be imported as it is.
+
+    Attributes:
+        path: the file, when reading from disk (``None`` for in-memory data).
+        line: 1-based line number of the offending line, when the fault is on one line.
+        offset: 0-based byte offset, for byte-level faults such as invalid UTF-8.
+        reason: what is wrong, without the location prefix.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        path: str | None = None,
+        line: int | None = None,
+        offset: int | None = None,
+    ) -> None:
+        where = path or "legacy file"
+        if line is not None:
+            where += f", line {line}"
+        if offset is not None:
+            where += f", byte offset {offset}"
+        super().__init__(f"{where}: {reason}")
+        self.path = path
+        self.line = line
+        self.offset = offset
+        self.reason = reason
