@@ -1,0 +1,447 @@
+"""The graph operations: what every tool does, one function each.
+
+Each function takes an apsw connection that is already inside the call's transaction (the server
+and CLI open it through :class:`~graph_memory.store.Store`), runs plain SQL, and returns value
+objects. Raising any :class:`~graph_memory.errors.GraphError` rolls the whole call back, so a
+rejected batch writes nothing. Semantics follow ``INTERFACE.md``, which follows the reference
+server (``@modelcontextprotocol/server-memory``) wherever it defines them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import apsw
+
+from graph_memory.errors import Conflict, EntityNotFound, InvalidQuery
+from graph_memory.models import Entity, GraphSlice, Relation
+
+MAX_QUERY_LENGTH = 2048
+# Trigram index answers queries of at least this many characters (after lower-casing).
+TRIGRAM = 3
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    """Items in first-occurrence order without repeats."""
+    return list(dict.fromkeys(items))
+
+
+def _json(values: Iterable[Any]) -> str:
+    return json.dumps(list(values), ensure_ascii=False)
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+
+def _entity_ids(conn: apsw.Connection, names: Sequence[str]) -> dict[str, int]:
+    """``{name: id}`` for the names that are entities."""
+    rows = conn.execute("SELECT name, id FROM entities WHERE name IN (SELECT value FROM json_each(?))",
+                        (_json(names),))
+    return dict(rows)
+
+
+def _require_entity(conn: apsw.Connection, name: str) -> int:
+    row = conn.execute("SELECT id FROM entities WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        raise EntityNotFound(name)
+    return int(row[0])
+
+
+def _load_entities(conn: apsw.Connection, where: str = "", params: tuple[Any, ...] = ()) -> list[Entity]:
+    """Entities (with observations) selected by ``where`` over ``entities e``, in rowid order."""
+    heads = conn.execute(f"SELECT e.id, e.name, e.entity_type FROM entities e {where} ORDER BY e.id",
+                         params).fetchall()
+    if not heads:
+        return []
+    by_id: dict[int, Entity] = {row[0]: Entity(row[1], row[2], []) for row in heads}
+    if where:
+        obs = conn.execute(
+            "SELECT entity_id, content FROM observations "
+            "WHERE entity_id IN (SELECT value FROM json_each(?)) ORDER BY id",
+            (_json(by_id),),
+        )
+    else:
+        obs = conn.execute("SELECT entity_id, content FROM observations ORDER BY id")
+    for entity_id, content in obs:
+        by_id[entity_id].observations.append(content)
+    return list(by_id.values())
+
+
+def _entities_by_ids(conn: apsw.Connection, ids: Sequence[int]) -> list[Entity]:
+    if not ids:
+        return []
+    return _load_entities(conn, "WHERE e.id IN (SELECT value FROM json_each(?))", (_json(ids),))
+
+
+def _relations_touching(conn: apsw.Connection, names: Sequence[str]) -> list[Relation]:
+    """Relations with at least one endpoint among ``names``, in rowid order."""
+    if not names:
+        return []
+    rows = conn.execute(
+        """
+        SELECT from_name, to_name, relation_type, weight FROM relations
+         WHERE id IN (SELECT r.id FROM relations r JOIN json_each(?1) n ON r.from_name = n.value
+                      UNION
+                      SELECT r.id FROM relations r JOIN json_each(?1) n ON r.to_name = n.value)
+         ORDER BY id
+        """,
+        (_json(names),),
+    )
+    return [Relation(*row) for row in rows]
+
+
+def _slice(conn: apsw.Connection, entities: list[Entity]) -> GraphSlice:
+    """Entities plus the relations touching them and the neighbors those relations reach."""
+    names = [e.name for e in entities]
+    relations = _relations_touching(conn, names)
+    inside = set(names)
+    far = _unique(n for r in relations for n in (r.source, r.target) if n not in inside)
+    neighbors = _load_entities(conn, "WHERE e.name IN (SELECT value FROM json_each(?))", (_json(far),)) \
+        if far else []
+    return GraphSlice(entities, relations, neighbors)
+
+
+def read_graph(conn: apsw.Connection) -> GraphSlice:
+    """Every entity and every relation (dangling ones included), in rowid order;
+    ``neighbors`` is always empty."""
+    entities = _load_entities(conn)
+    relations = [Relation(*row) for row in
+                 conn.execute("SELECT from_name, to_name, relation_type, weight FROM relations ORDER BY id")]
+    return GraphSlice(entities, relations, [])
+
+
+def open_nodes(conn: apsw.Connection, names: Sequence[str]) -> GraphSlice:
+    """The entities with exactly these names (unknown names skipped), in rowid order, with the
+    relations that have at least one endpoint among them and their neighbors."""
+    entities = _load_entities(conn, "WHERE e.name IN (SELECT value FROM json_each(?))", (_json(names),))
+    return _slice(conn, entities)
+
+
+def search_substring(conn: apsw.Connection, query: str, limit: int | None = None) -> GraphSlice:
+    """Upstream's search, exactly: an entity matches when ``query.lower()`` is a substring of
+    ``name.lower()``, ``entityType.lower()`` or any ``observation.lower()`` (Python
+    ``str.lower()``, the reference server's rule; not casefold). Empty query matches everything.
+
+    The trigram FTS5 index finds candidates for queries of 3+ characters; shorter ones scan the
+    lower-cased search documents. Every candidate is then checked against the rule itself, so the
+    index can only make the search faster, never change its result.
+
+    Returns:
+        Matching entities in rowid order (the first ``limit`` when given), the relations with at
+        least one endpoint among them, and their neighbors.
+
+    Raises:
+        InvalidQuery: query longer than 2048 characters.
+    """
+    check_query(query)
+    needle = query.lower()
+    if len(needle) >= TRIGRAM:
+        rows = conn.execute("SELECT rowid FROM entity_fts WHERE entity_fts MATCH ? ORDER BY rowid",
+                            (fts_phrase(needle),))
+    else:
+        rows = conn.execute(
+            "SELECT entity_id FROM entity_search WHERE instr(name, ?1) OR instr(entity_type, ?1) "
+            "OR instr(observations, ?1) ORDER BY entity_id",
+            (needle,),
+        )
+    candidates = [row[0] for row in rows]
+    matched = [e for e in _entities_by_ids(conn, candidates) if entity_matches(e, needle)]
+    if limit is not None:
+        matched = matched[:limit]
+    return _slice(conn, matched)
+
+
+def entity_matches(entity: Entity, needle: str) -> bool:
+    """Upstream's match rule for an already lower-cased ``needle``."""
+    return (
+        needle in entity.name.lower()
+        or needle in entity.entity_type.lower()
+        or any(needle in o.lower() for o in entity.observations)
+    )
+
+
+def fts_phrase(text: str) -> str:
+    """``text`` as one FTS5 phrase (double quotes doubled), so no character is FTS syntax."""
+    return '"' + text.replace('"', '""') + '"'
+
+
+def check_query(query: str) -> None:
+    """Raises InvalidQuery for a query over 2048 characters."""
+    if len(query) > MAX_QUERY_LENGTH:
+        raise InvalidQuery(
+            f"query is {len(query)} characters long; the limit is {MAX_QUERY_LENGTH}. "
+            f"Search for a shorter distinctive part of it."
+        )
+
+
+# -- writing ------------------------------------------------------------------------------------
+
+
+def create_entities(conn: apsw.Connection, entities: Sequence[Entity]) -> list[Entity]:
+    """Create entities whose names do not exist yet.
+
+    Names that exist are skipped; within one call the first occurrence of a name wins; each
+    entity's observations are de-duplicated (first occurrence kept).
+
+    Returns:
+        The entities created, as stored, in call order.
+    """
+    created: list[Entity] = []
+    seen: set[str] = set()
+    for entity in entities:
+        if entity.name in seen:
+            continue
+        seen.add(entity.name)
+        row = conn.execute(
+            "INSERT INTO entities (name, entity_type) VALUES (?, ?) ON CONFLICT (name) DO NOTHING RETURNING id",
+            (entity.name, entity.entity_type),
+        ).fetchone()
+        if row is None:
+            continue
+        observations = _unique(entity.observations)
+        conn.executemany("INSERT INTO observations (entity_id, content) VALUES (?, ?)",
+                         [(row[0], o) for o in observations])
+        created.append(Entity(entity.name, entity.entity_type, observations))
+    return created
+
+
+def create_relations(conn: apsw.Connection, relations: Sequence[Relation]) -> list[Relation]:
+    """Create relations between existing entities.
+
+    Existing triples and in-call repeats are skipped (an existing relation keeps its weight).
+
+    Returns:
+        The relations created, in call order.
+
+    Raises:
+        EntityNotFound: an endpoint is not an entity (the whole call is refused, as the reference
+            server does since its fix for dangling relations).
+    """
+    names = _unique(n for r in relations for n in (r.source, r.target))
+    known = _entity_ids(conn, names)
+    for name in names:
+        if name not in known:
+            raise EntityNotFound(name)
+    created: list[Relation] = []
+    for relation in relations:
+        row = conn.execute(
+            "INSERT INTO relations (from_name, to_name, relation_type, weight) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING RETURNING id",
+            (relation.source, relation.target, relation.relation_type, relation.weight),
+        ).fetchone()
+        if row is not None:
+            created.append(relation)
+    return created
+
+
+@dataclass(slots=True)
+class AddedObservations:
+    """One entity's result of add_observations: the contents that were new."""
+
+    entity_name: str
+    added: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"entityName", "addedObservations"}``."""
+        return {"entityName": self.entity_name, "addedObservations": self.added}
+
+
+def add_observations(conn: apsw.Connection, items: Sequence[tuple[str, Sequence[str]]]) -> list[AddedObservations]:
+    """Add observations ``[(entity_name, contents)]``; only contents the entity lacks are added.
+
+    Raises:
+        EntityNotFound: an entity does not exist (the whole call is refused).
+    """
+    results: list[AddedObservations] = []
+    for name, contents in items:
+        entity_id = _require_entity(conn, name)
+        added: list[str] = []
+        for content in _unique(contents):
+            row = conn.execute(
+                "INSERT INTO observations (entity_id, content) VALUES (?, ?) ON CONFLICT DO NOTHING RETURNING id",
+                (entity_id, content),
+            ).fetchone()
+            if row is not None:
+                added.append(content)
+        results.append(AddedObservations(name, added))
+    return results
+
+
+@dataclass(slots=True)
+class DeleteEntitiesResult:
+    """What delete_entities matched: ``deleted`` entity names and the relations removed with them."""
+
+    requested: int
+    deleted: list[str]
+    not_found: list[str]
+    relations_deleted: int
+
+    @property
+    def changed(self) -> bool:
+        """True when anything was removed."""
+        return bool(self.deleted or self.relations_deleted)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"success", "message", "deletedEntities"}``."""
+        message = f"Deleted {len(self.deleted)} of {self.requested} entities"
+        if self.not_found:
+            message += "; not found: " + ", ".join(self.not_found)
+        return {"success": True, "message": message, "deletedEntities": self.deleted}
+
+
+def delete_entities(conn: apsw.Connection, names: Sequence[str]) -> DeleteEntitiesResult:
+    """Delete entities by name with their observations and every relation naming them.
+
+    Unknown names are skipped, not an error; relations that name them are still removed (the
+    reference server filters relations by the requested names, whether or not they exist).
+    """
+    unique = _unique(names)
+    deleted = [row[0] for row in conn.execute(
+        "DELETE FROM entities WHERE name IN (SELECT value FROM json_each(?)) RETURNING name", (_json(unique),))]
+    gone = set(deleted)
+    deleted = [n for n in unique if n in gone]
+    relations = conn.execute(
+        "DELETE FROM relations WHERE from_name IN (SELECT value FROM json_each(?1)) "
+        "OR to_name IN (SELECT value FROM json_each(?1)) RETURNING id",
+        (_json(unique),),
+    ).fetchall()
+    return DeleteEntitiesResult(len(unique), deleted, [n for n in unique if n not in gone], len(relations))
+
+
+@dataclass(slots=True)
+class DeletedObservations:
+    """One entity's result of delete_observations."""
+
+    entity_name: str
+    requested: int
+    deleted: list[str]
+    found: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"entityName", "deletedObservations", "message"}``."""
+        message = (f"deleted {len(self.deleted)} of {self.requested} requested" if self.found
+                   else f"Entity with name {self.entity_name} not found")
+        return {"entityName": self.entity_name, "deletedObservations": self.deleted, "message": message}
+
+
+@dataclass(slots=True)
+class DeleteObservationsResult:
+    """Per-entity results of delete_observations, in call order."""
+
+    results: list[DeletedObservations] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        """True when at least one observation was removed."""
+        return any(r.deleted for r in self.results)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"success", "message", "results"}``."""
+        count = sum(len(r.deleted) for r in self.results)
+        entities = sum(1 for r in self.results if r.deleted)
+        message = f"Deleted {count} observation{'s' if count != 1 else ''} from {entities} " \
+                  f"entit{'ies' if entities != 1 else 'y'}"
+        missing = [r.entity_name for r in self.results if not r.found]
+        if missing:
+            message += "; not found: " + ", ".join(missing)
+        return {"success": True, "message": message, "results": [r.to_dict() for r in self.results]}
+
+
+def delete_observations(conn: apsw.Connection, items: Sequence[tuple[str, Sequence[str]]]) -> DeleteObservationsResult:
+    """Delete observations ``[(entity_name, observations)]`` by exact match; unknown entities are
+    skipped and reported in their result."""
+    out = DeleteObservationsResult()
+    for name, observations in items:
+        row = conn.execute("SELECT id FROM entities WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            out.results.append(DeletedObservations(name, len(observations), [], found=False))
+            continue
+        deleted: list[str] = []
+        for content in _unique(observations):
+            if conn.execute("DELETE FROM observations WHERE entity_id = ? AND content = ? RETURNING id",
+                            (row[0], content)).fetchone() is not None:
+                deleted.append(content)
+        out.results.append(DeletedObservations(name, len(observations), deleted))
+    return out
+
+
+@dataclass(slots=True)
+class DeleteRelationsResult:
+    """The relations delete_relations removed, in call order."""
+
+    requested: int
+    deleted: list[Relation]
+
+    @property
+    def changed(self) -> bool:
+        """True when at least one relation was removed."""
+        return bool(self.deleted)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"success", "message", "deletedRelations"}``."""
+        return {
+            "success": True,
+            "message": f"Deleted {len(self.deleted)} of {self.requested} relations",
+            "deletedRelations": [r.to_dict() for r in self.deleted],
+        }
+
+
+def delete_relations(conn: apsw.Connection, relations: Sequence[Relation]) -> DeleteRelationsResult:
+    """Delete relations by exact ``(from, to, relationType)`` triple; reports only what matched."""
+    deleted: list[Relation] = []
+    for relation in relations:
+        row = conn.execute(
+            "DELETE FROM relations WHERE from_name = ? AND to_name = ? AND relation_type = ? "
+            "RETURNING from_name, to_name, relation_type, weight",
+            relation.key,
+        ).fetchone()
+        if row is not None:
+            deleted.append(Relation(*row))
+    return DeleteRelationsResult(len(relations), deleted)
+
+
+@dataclass(frozen=True, slots=True)
+class ObservationUpdate:
+    """One requested edit: replace the observation ``match`` of ``entity_name`` by ``replacement``."""
+
+    entity_name: str
+    match: str
+    replacement: str
+
+
+def update_observations(conn: apsw.Connection, updates: Sequence[ObservationUpdate]) -> list[dict[str, Any]]:
+    """Edit observations in place, in call order (a later update sees earlier ones).
+
+    The row keeps its id (position) and ``created_at``; ``updated_at`` is set; the search index
+    follows through the triggers.
+
+    Returns:
+        ``[{"entityName", "updatedObservations": [{"match", "replacement"}]}]`` grouped by entity
+        in order of first appearance.
+
+    Raises:
+        EntityNotFound: the entity does not exist.
+        Conflict: ``match`` is not an observation of the entity, or ``replacement`` already is
+            (including ``replacement == match``). The whole batch is refused.
+    """
+    grouped: dict[str, list[dict[str, str]]] = {}
+    for update in updates:
+        entity_id = _require_entity(conn, update.entity_name)
+        if conn.execute("SELECT 1 FROM observations WHERE entity_id = ? AND content = ?",
+                        (entity_id, update.replacement)).fetchone() is not None:
+            raise Conflict(f"entity {update.entity_name} already has the observation {update.replacement!r}; "
+                           f"nothing was changed")
+        row = conn.execute(
+            "UPDATE observations SET content = ?, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') "
+            "WHERE entity_id = ? AND content = ? RETURNING id",
+            (update.replacement, entity_id, update.match),
+        ).fetchone()
+        if row is None:
+            raise Conflict(f"entity {update.entity_name} has no observation {update.match!r}; "
+                           f"nothing was changed")
+        grouped.setdefault(update.entity_name, []).append(
+            {"match": update.match, "replacement": update.replacement})
+    return [{"entityName": name, "updatedObservations": items} for name, items in grouped.items()]

@@ -1,0 +1,430 @@
+"""Read and write the reference server's storage format (``memory.jsonl`` / ``memory.json``).
+
+The format of ``@modelcontextprotocol/server-memory``: one JSON object per line, either
+``{"type":"entity","name":..,"entityType":..,"observations":[..]}`` or
+``{"type":"relation","from":..,"to":..,"relationType":..}``. A file that is one JSON document
+``{"entities": [...], "relations": [...]}`` (possibly pretty-printed) is accepted too.
+
+Reading is lossless and reports what it had to reconcile (see :class:`LegacyGraph`); it never
+touches a database. Rules come from docs/INTERFACE.md, section "Legacy JSONL":
+
+* lines are split on ``\\n`` only: U+2028, U+2029 and other control characters inside strings are
+  data; one trailing ``\\r`` per line (CRLF), a UTF-8 BOM, blank lines and a missing final newline
+  are tolerated;
+* raw control characters inside JSON strings are accepted as data (``JSONDecoder(strict=False)``);
+* invalid UTF-8, a line that is not one JSON object, or a missing / mistyped required field
+  refuses the file (:class:`LegacyFormatError` with the line, and the byte offset for bad bytes),
+  unless ``skip_invalid`` is set, in which case such lines are listed and skipped;
+* duplicate entity names merge (first position and type kept, observations unioned), duplicate
+  observations and duplicate relation triples collapse, relations to unknown entities are kept.
+
+Writing produces exactly the reference server's bytes for each line: compact JSON, non-ASCII
+unescaped, keys in upstream's order; ``weight`` is not part of the format and is not written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from graph_memory.errors import LegacyFormatError
+from graph_memory.models import Entity, Relation
+
+__all__ = [
+    "LegacyGraph",
+    "SkippedLine",
+    "iter_legacy_lines",
+    "parse_legacy",
+    "read_legacy",
+    "write_legacy",
+]
+
+_JSON_WS = " \t\r\n"
+_BOM = "\ufeff"
+_DECODER = json.JSONDecoder(strict=False)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_ENTITY_FIELDS = ("name", "entityType", "observations")
+_RELATION_FIELDS = ("from", "to", "relationType")
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedLine:
+    """A line left out of the import: ``line`` is 1-based, ``reason`` says why."""
+
+    line: int
+    reason: str
+
+
+@dataclass(slots=True)
+class LegacyGraph:
+    """The content of a legacy file, reconciled, with counters of what was reconciled.
+
+    ``entities`` are merged by name in first-occurrence order; ``relations`` are de-duplicated by
+    ``(from, to, relationType)`` in file order, with the default weight. ``lines`` is the number of
+    physical lines read (1 for the single-document form). ``skipped_lines`` lists lines with an
+    unknown or missing ``"type"``; ``invalid_lines`` lists lines dropped by ``skip_invalid``.
+    ``unknown_keys`` counts extra keys (one per key, per line or item) that were ignored.
+    """
+
+    entities: list[Entity]
+    relations: list[Relation]
+    lines: int = 0
+    merged_entities: int = 0
+    type_conflicts: int = 0
+    collapsed_observations: int = 0
+    duplicate_relations: int = 0
+    dangling_relations: int = 0
+    unknown_keys: int = 0
+    skipped_lines: list[SkippedLine] = field(default_factory=list)
+    invalid_lines: list[SkippedLine] = field(default_factory=list)
+
+    @property
+    def observation_count(self) -> int:
+        """Total observations over all (merged) entities."""
+        return sum(len(e.observations) for e in self.entities)
+
+    def summary(self) -> dict[str, int]:
+        """Every counter as ``{name: int}``, for logs and the CLI.
+
+        Keys: ``entities, observations, relations, lines, merged_entities, type_conflicts,
+        collapsed_observations, duplicate_relations, dangling_relations, unknown_keys,
+        skipped_lines, invalid_lines`` (the last two are the lengths of the lists).
+        """
+        return {
+            "entities": len(self.entities),
+            "observations": self.observation_count,
+            "relations": len(self.relations),
+            "lines": self.lines,
+            "merged_entities": self.merged_entities,
+            "type_conflicts": self.type_conflicts,
+            "collapsed_observations": self.collapsed_observations,
+            "duplicate_relations": self.duplicate_relations,
+            "dangling_relations": self.dangling_relations,
+            "unknown_keys": self.unknown_keys,
+            "skipped_lines": len(self.skipped_lines),
+            "invalid_lines": len(self.invalid_lines),
+        }
+
+
+class _Invalid(Exception):
+    """Internal: one line or item is invalid; ``args[0]`` is the reason."""
+
+
+def _type_name(value: object) -> str:
+    """The JSON name of a decoded value's type, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _require_str(obj: dict[str, Any], key: str) -> str:
+    if key not in obj:
+        raise _Invalid(f'field "{key}" is missing')
+    value = obj[key]
+    if type(value) is not str:
+        raise _Invalid(f'field "{key}" must be a string, got {_type_name(value)}')
+    return value
+
+
+def _entity_fields(obj: dict[str, Any], check_surrogates: bool) -> tuple[str, str, list[str]]:
+    """``(name, entityType, observations)`` of an entity object, or :class:`_Invalid`."""
+    name = _require_str(obj, "name")
+    entity_type = _require_str(obj, "entityType")
+    if "observations" not in obj:
+        raise _Invalid('field "observations" is missing')
+    observations = obj["observations"]
+    if type(observations) is not list:
+        raise _Invalid(f'field "observations" must be a list of strings, got {_type_name(observations)}')
+    if not all(type(o) is str for o in observations):
+        index, bad = next((i, o) for i, o in enumerate(observations) if type(o) is not str)
+        raise _Invalid(f'field "observations" must be a list of strings, item {index} is {_type_name(bad)}')
+    if check_surrogates:
+        for key, value in (("name", name), ("entityType", entity_type)):
+            if _SURROGATE.search(value):
+                raise _Invalid(f'unpaired surrogate in field "{key}"')
+        for index, value in enumerate(observations):
+            if _SURROGATE.search(value):
+                raise _Invalid(f'unpaired surrogate in field "observations" item {index}')
+    return name, entity_type, observations
+
+
+def _relation_fields(obj: dict[str, Any], check_surrogates: bool) -> tuple[str, str, str]:
+    """``(from, to, relationType)`` of a relation object, or :class:`_Invalid`."""
+    values = tuple(_require_str(obj, key) for key in _RELATION_FIELDS)
+    if check_surrogates:
+        for key, value in zip(_RELATION_FIELDS, values, strict=True):
+            if _SURROGATE.search(value):
+                raise _Invalid(f'unpaired surrogate in field "{key}"')
+    return values[0], values[1], values[2]
+
+
+def _diagnose(line: str) -> str:
+    """Why ``line`` (which failed ``json.loads``) is not one JSON value."""
+    start = len(line) - len(line.lstrip(_JSON_WS))
+    try:
+        _, end = _DECODER.raw_decode(line, start)
+    except json.JSONDecodeError as exc:
+        return f"not valid JSON: {exc.msg} at column {exc.colno}"
+    rest = len(line) - len(line[end:].lstrip(_JSON_WS))
+    try:
+        _DECODER.raw_decode(line, rest)
+    except json.JSONDecodeError:
+        return f"unexpected data after the JSON value at column {rest + 1}"
+    return f"two JSON values on one line (the second starts at column {rest + 1})"
+
+
+class _Builder:
+    """Accumulates entities and relations with the merge rules, then builds a LegacyGraph."""
+
+    def __init__(self, skip_invalid: bool, path: str | None) -> None:
+        self.skip_invalid = skip_invalid
+        self.path = path
+        self.entities: dict[str, Entity] = {}
+        self.relations: dict[tuple[str, str, str], Relation] = {}
+        self.graph = LegacyGraph(entities=[], relations=[])
+
+    def reject(self, line: int | None, reason: str, *, offset: int | None = None) -> None:
+        """Record an invalid line (``skip_invalid``) or refuse the file."""
+        if not self.skip_invalid:
+            raise LegacyFormatError(reason, path=self.path, line=line, offset=offset)
+        self.graph.invalid_lines.append(SkippedLine(line if line is not None else 1, reason))
+
+    def add_entity(self, name: str, entity_type: str, observations: list[str]) -> None:
+        unique = list(dict.fromkeys(observations))
+        graph = self.graph
+        graph.collapsed_observations += len(observations) - len(unique)
+        existing = self.entities.get(name)
+        if existing is None:
+            self.entities[name] = Entity(name, entity_type, unique)
+            return
+        graph.merged_entities += 1
+        if existing.entity_type != entity_type:
+            graph.type_conflicts += 1
+        seen = set(existing.observations)
+        for observation in unique:
+            if observation in seen:
+                graph.collapsed_observations += 1
+            else:
+                seen.add(observation)
+                existing.observations.append(observation)
+
+    def add_relation(self, source: str, target: str, relation_type: str) -> None:
+        key = (source, target, relation_type)
+        if key in self.relations:
+            self.graph.duplicate_relations += 1
+        else:
+            self.relations[key] = Relation(source, target, relation_type)
+
+    def add_object(self, obj: dict[str, Any], kind: str, check_surrogates: bool) -> None:
+        """Validate and add one entity/relation object; extra keys besides ``type`` are counted."""
+        if kind == "entity":
+            self.add_entity(*_entity_fields(obj, check_surrogates))
+        else:
+            self.add_relation(*_relation_fields(obj, check_surrogates))
+        self.graph.unknown_keys += len(obj) - 3 - ("type" in obj)
+
+    def finish(self, lines: int) -> LegacyGraph:
+        graph = self.graph
+        graph.lines = lines
+        graph.entities = list(self.entities.values())
+        graph.relations = list(self.relations.values())
+        names = self.entities
+        graph.dangling_relations = sum(
+            1 for r in graph.relations if r.source not in names or r.target not in names
+        )
+        return graph
+
+
+def _split_text(text: str) -> list[str]:
+    """Physical lines of ``text`` (``\\n`` only); a final newline does not start a new line."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _split_bytes(data: bytes, builder: _Builder) -> list[str | None]:
+    """Per-line decoding for ``skip_invalid``: lines with invalid UTF-8 are rejected, ``None``."""
+    out: list[str | None] = []
+    raw_lines = data.split(b"\n")
+    if raw_lines[-1] == b"":
+        raw_lines.pop()
+    base = 0
+    for number, raw in enumerate(raw_lines, 1):
+        try:
+            out.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            offset = base + exc.start
+            builder.reject(number, f"invalid UTF-8 at byte offset {offset} ({exc.reason})", offset=offset)
+            out.append(None)
+        base += len(raw) + 1
+    if out and out[0] is not None:
+        out[0] = out[0].removeprefix(_BOM)
+    return out
+
+
+def _as_document(text: str) -> dict[str, Any] | None:
+    """The single-document form: the whole text is one object with entities/relations, no type."""
+    if not text.lstrip(_JSON_WS).startswith("{"):
+        return None
+    try:
+        obj = _DECODER.decode(text)
+    except json.JSONDecodeError:
+        return None
+    if type(obj) is dict and ("entities" in obj or "relations" in obj) and "type" not in obj:
+        return obj
+    return None
+
+
+def _parse_document(doc: dict[str, Any], builder: _Builder, check_surrogates: bool) -> LegacyGraph:
+    """Import ``{"entities": [...], "relations": [...]}``; item faults name ``entities[i]``."""
+    builder.graph.unknown_keys += len(doc.keys() - {"entities", "relations"})
+    for kind, key in (("entity", "entities"), ("relation", "relations")):
+        items = doc.get(key, [])
+        if type(items) is not list:
+            raise LegacyFormatError(f'"{key}" must be an array, got {_type_name(items)}', path=builder.path)
+        for index, item in enumerate(items):
+            try:
+                if type(item) is not dict:
+                    raise _Invalid(f"not a JSON object (got {_type_name(item)})")
+                builder.add_object(item, kind, check_surrogates)
+            except _Invalid as exc:
+                builder.reject(None, f"{key}[{index}]: {kind}: {exc.args[0]}")
+    return builder.finish(1)
+
+
+def _parse_lines(lines: Sequence[str | None], builder: _Builder) -> LegacyGraph:
+    """Import JSONL lines (``None`` = already rejected); line numbers are 1-based."""
+    skipped = builder.graph.skipped_lines
+    decode = _DECODER.decode
+    for number, line in enumerate(lines, 1):
+        if line is None:
+            continue
+        if line.endswith("\r"):
+            line = line[:-1]
+        if not line.strip(_JSON_WS):
+            continue
+        try:
+            obj = decode(line)
+        except json.JSONDecodeError:
+            builder.reject(number, _diagnose(line))
+            continue
+        if type(obj) is not dict:
+            builder.reject(number, f"not a JSON object (got {_type_name(obj)})")
+            continue
+        kind = obj.get("type")
+        if kind not in ("entity", "relation"):
+            if "type" not in obj:
+                skipped.append(SkippedLine(number, 'no "type" key'))
+            else:
+                skipped.append(SkippedLine(number, f"unknown type {json.dumps(kind, ensure_ascii=False)}"))
+            continue
+        try:
+            builder.add_object(obj, kind, "\\u" in line)
+        except _Invalid as exc:
+            builder.reject(number, f"{kind}: {exc.args[0]}")
+    return builder.finish(len(lines))
+
+
+def parse_legacy(data: bytes, *, skip_invalid: bool = False, path: str | None = None) -> LegacyGraph:
+    """Parse the bytes of a legacy memory file into a reconciled :class:`LegacyGraph`.
+
+    Args:
+        data: the whole file, raw bytes (UTF-8, optional BOM; JSONL or one JSON document).
+        skip_invalid: list invalid lines in ``invalid_lines`` and keep the rest, instead of raising.
+        path: the file name, only used in error messages.
+
+    Returns:
+        A :class:`LegacyGraph`; ``lines`` counts physical lines (``\\n``-separated, a final newline
+        does not add one), or 1 for the single-document form.
+
+    Raises:
+        LegacyFormatError: invalid UTF-8 (``offset`` = 0-based absolute byte offset of the first bad
+            byte, ``line`` = its line); a line that is not JSON, holds two JSON values, is not an
+            object, or lacks / mistypes a required field or holds an unpaired surrogate (``line``).
+            For the single-document form, item faults carry no line and name ``entities[i]`` or
+            ``relations[i]``; a non-array ``entities`` / ``relations`` is refused even with
+            ``skip_invalid``. With ``skip_invalid`` only those structural faults raise.
+
+    Rules: docs/INTERFACE.md "Legacy JSONL" and the reference server's ``loadGraph``.
+    """
+    builder = _Builder(skip_invalid, path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if not skip_invalid:
+            bad = data[exc.start]
+            raise LegacyFormatError(
+                f"invalid UTF-8: byte 0x{bad:02x} ({exc.reason})",
+                path=path,
+                line=data.count(b"\n", 0, exc.start) + 1,
+                offset=exc.start,
+            ) from None
+        return _parse_lines(_split_bytes(data, builder), builder)
+    text = text.removeprefix(_BOM)
+    doc = _as_document(text)
+    if doc is not None:
+        return _parse_document(doc, builder, "\\u" in text)
+    return _parse_lines(_split_text(text), builder)
+
+
+def read_legacy(path: str | os.PathLike[str], *, skip_invalid: bool = False) -> LegacyGraph:
+    """Read and parse a legacy file; it is opened read-only, in binary mode, and never modified.
+
+    Raises:
+        LegacyFormatError: the file cannot be read (``OSError``: missing, permissions, a
+            directory), or its content is refused by :func:`parse_legacy`.
+    """
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise LegacyFormatError(f"cannot read the file: {exc.strerror or exc}", path=name) from exc
+    return parse_legacy(data, skip_invalid=skip_invalid, path=name)
+
+
+def _dumps(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def iter_legacy_lines(entities: Iterable[Entity], relations: Iterable[Relation]) -> Iterator[str]:
+    """The export format, one line at a time, each ending with ``"\\n"``: entities, then relations.
+
+    Each line is what the reference server writes (``JSON.stringify``): compact JSON, non-ASCII
+    unescaped, keys ``type,name,entityType,observations`` / ``type,from,to,relationType``.
+    ``weight`` is not written (the format has no such field). Upstream joins lines without a final
+    newline; it ignores blank lines when reading, so the trailing newline here is harmless.
+    """
+    for e in entities:
+        obs = e.observations
+        entity = {"type": "entity", "name": e.name, "entityType": e.entity_type, "observations": obs}
+        yield _dumps(entity) + "\n"
+    for r in relations:
+        relation = {"type": "relation", "from": r.source, "to": r.target, "relationType": r.relation_type}
+        yield _dumps(relation) + "\n"
+
+
+def write_legacy(entities: Iterable[Entity], relations: Iterable[Relation], out: TextIO) -> int:
+    """Write the export format to ``out`` and return the number of lines written.
+
+    ``out`` must be a text stream opened with ``encoding="utf-8", newline=""`` so that ``"\\n"``
+    is not translated to ``"\\r\\n"`` on Windows. Nothing else is written (no header, no BOM).
+    """
+    count = 0
+    for line in iter_legacy_lines(entities, relations):
+        out.write(line)
+        count += 1
+    return count

@@ -1,0 +1,173 @@
+"""Numbered SQL migrations, shipped inside the package and applied at start.
+
+Files are ``migrations/NNNN_<name>.sql`` (``NNNN`` = 1, 2, 3 … without gaps), loaded with
+importlib.resources from the installed package, so a data volume can never shadow them. Each is
+applied in its own ``BEGIN IMMEDIATE`` transaction together with its record in
+``schema_migrations`` (id, name, sha256 checksum of the text with CRLF folded to LF, time), and
+``PRAGMA user_version`` follows the highest applied id for tools that only read that.
+
+Refused with :class:`MigrationError`, before anything is changed: a database whose applied
+migration was edited (checksum differs), or one migrated by a newer graph-memory (an applied id
+this code does not know).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+import apsw
+
+from graph_memory.errors import MigrationError
+
+_FILE_RE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+_LEDGER_SQL = """
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    id         INTEGER PRIMARY KEY,  -- the NNNN of the file
+    name       TEXT NOT NULL,        -- the file name without .sql
+    checksum   TEXT NOT NULL,        -- sha256 of the SQL text (LF line endings)
+    applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+)
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One migration file: ``id`` (1-based), ``name`` (``0001_initial``), ``sql``, ``checksum``."""
+
+    id: int
+    name: str
+    sql: str
+    checksum: str
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationStatus:
+    """Where a database stands: ``applied`` and ``pending`` migrations, in id order."""
+
+    applied: list[Migration]
+    pending: list[Migration]
+
+    @property
+    def version(self) -> int:
+        """Highest applied migration id (0 for an empty database)."""
+        return self.applied[-1].id if self.applied else 0
+
+
+def checksum(sql: str) -> str:
+    """sha256 hex digest of ``sql`` with CRLF folded to LF (a Windows checkout stays valid)."""
+    return hashlib.sha256(sql.replace("\r\n", "\n").encode("utf-8")).hexdigest()
+
+
+def load_migrations() -> list[Migration]:
+    """Read the packaged migrations in id order.
+
+    Raises:
+        MigrationError: a file name out of pattern, a duplicate id, or a gap in the numbering.
+    """
+    folder = resources.files("graph_memory").joinpath("migrations")
+    found: dict[int, Migration] = {}
+    for entry in folder.iterdir():
+        if not entry.name.endswith(".sql"):
+            continue
+        match = _FILE_RE.match(entry.name)
+        if match is None:
+            raise MigrationError(f"migration file {entry.name!r} is not named NNNN_name.sql")
+        number = int(match.group(1))
+        if number in found:
+            raise MigrationError(f"two migration files share the number {number:04d}")
+        sql = entry.read_text(encoding="utf-8")
+        found[number] = Migration(number, entry.name[:-4], sql, checksum(sql))
+    ids = sorted(found)
+    if ids != list(range(1, len(ids) + 1)):
+        raise MigrationError(f"migration numbers must run 1, 2, 3 … without gaps; found {ids}")
+    return [found[i] for i in ids]
+
+
+def _applied(conn: apsw.Connection) -> dict[int, tuple[str, str]]:
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations'"
+    ).fetchone()
+    if exists is None:
+        return {}
+    return {row[0]: (row[1], row[2]) for row in conn.execute("SELECT id, name, checksum FROM schema_migrations")}
+
+
+def status(conn: apsw.Connection, path: str, known: list[Migration] | None = None) -> MigrationStatus:
+    """Compare the database's ledger with the packaged migrations, changing nothing.
+
+    Raises:
+        MigrationError: an applied migration was edited, or the database is newer than the code.
+    """
+    known = load_migrations() if known is None else known
+    by_id = {m.id: m for m in known}
+    applied = _applied(conn)
+    newer = sorted(i for i in applied if i not in by_id)
+    if newer:
+        raise MigrationError(
+            f"database {path} was migrated by a newer graph-memory (it has migration {newer[-1]:04d}, "
+            f"this version knows up to {len(known):04d}); upgrade graph-memory or use a backup made "
+            f"with this version. Nothing was changed."
+        )
+    for number, (name, digest) in sorted(applied.items()):
+        mine = by_id[number]
+        if digest != mine.checksum or name != mine.name:
+            raise MigrationError(
+                f"migration {mine.name} differs from the one applied to {path} (recorded as {name}, "
+                f"checksum {digest[:12]}…, packaged {mine.checksum[:12]}…); applied migrations must "
+                f"never be edited: add a new numbered migration instead. Nothing was changed."
+            )
+    return MigrationStatus(
+        applied=[m for m in known if m.id in applied], pending=[m for m in known if m.id not in applied]
+    )
+
+
+def migrate(conn: apsw.Connection, path: str) -> list[Migration]:
+    """Apply every pending migration in order, each in its own IMMEDIATE transaction.
+
+    Safe when two processes start on one new file at once: each transaction re-reads the ledger
+    after taking the write lock and skips what the other process already applied.
+
+    Returns:
+        The migrations this call applied (empty when the database was up to date).
+
+    Raises:
+        MigrationError: see :func:`status`; or a migration's SQL failed (that migration is rolled
+        back, earlier ones stay applied).
+    """
+    known = load_migrations()
+    if not status(conn, path, known).pending:
+        return []
+    done: list[Migration] = []
+    for migration in known:
+        with _immediate(conn):
+            conn.execute(_LEDGER_SQL)
+            if migration.id in _applied(conn):
+                continue
+            try:
+                conn.execute(migration.sql)
+            except apsw.Error as exc:
+                raise MigrationError(f"migration {migration.name} failed on {path}: {exc}") from exc
+            conn.execute(
+                "INSERT INTO schema_migrations (id, name, checksum) VALUES (?, ?, ?)",
+                (migration.id, migration.name, migration.checksum),
+            )
+            conn.execute(f"PRAGMA user_version = {migration.id:d}")
+        done.append(migration)
+    return done
+
+
+class _immediate:
+    """``BEGIN IMMEDIATE`` … ``COMMIT`` (``ROLLBACK`` on any exception)."""
+
+    def __init__(self, conn: apsw.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        self.conn.execute("COMMIT" if exc_type is None else "ROLLBACK")

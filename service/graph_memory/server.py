@@ -1,0 +1,189 @@
+"""The MCP server: tools, the knowledge-graph resource, and change notifications.
+
+Built on the SDK's low-level ``Server`` so the advertised schemas are exactly ours and every
+result is built once, with no second validation layer on the hot path. Tool adapters live in
+:mod:`graph_memory.tools`; this module maps their outcomes and errors onto MCP results.
+
+Notifications: after a call that changed the graph, ``notifications/resources/updated`` for
+``memory://knowledge-graph`` goes to every subscribed session of both protocol generations —
+handshake-era sessions that sent ``resources/subscribe`` (kept in :class:`Subscribers`), and
+2026-07-28 ``subscriptions/listen`` streams (through the SDK's subscription bus).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
+from mcp.shared.exceptions import MCPError
+
+from graph_memory import graph, package_version
+from graph_memory.errors import GraphError
+from graph_memory.logs import get_logger
+from graph_memory.tools import TOOLS, Memory, Outcome, ToolSpec
+
+GRAPH_URI = "memory://knowledge-graph"
+SERVER_NAME = "graph-memory"
+INSTRUCTIONS = (
+    "A persistent knowledge graph of what you learn about the user and their work: entities "
+    "(people, organizations, events…) with observations (atomic facts) and directed relations. "
+    "Search or open what you need before answering; store new facts as observations."
+)
+log = get_logger("graph_memory.server")
+
+
+class Subscribers:
+    """Handshake-era sessions subscribed to resource URIs via ``resources/subscribe``.
+
+    Keyed by the session's connection, so repeated subscriptions from one client count once and
+    a closed connection is dropped the first time a notification to it fails.
+    """
+
+    def __init__(self) -> None:
+        self._by_connection: dict[int, tuple[Any, set[str]]] = {}
+
+    @staticmethod
+    def _key(session: Any) -> int:
+        return id(getattr(session, "_connection", session))
+
+    def add(self, session: Any, uri: str) -> None:
+        """Subscribe ``session`` to ``uri``."""
+        entry = self._by_connection.setdefault(self._key(session), (session, set()))
+        entry[1].add(uri)
+
+    def remove(self, session: Any, uri: str) -> None:
+        """Unsubscribe ``session`` from ``uri`` (no error when it was not subscribed)."""
+        key = self._key(session)
+        entry = self._by_connection.get(key)
+        if entry is not None:
+            entry[1].discard(uri)
+            if not entry[1]:
+                del self._by_connection[key]
+
+    def __len__(self) -> int:
+        return len(self._by_connection)
+
+    async def notify(self, uri: str) -> None:
+        """Send ``notifications/resources/updated`` for ``uri`` to every subscribed session."""
+        for key, (session, uris) in list(self._by_connection.items()):
+            if uri not in uris:
+                continue
+            try:
+                with anyio.fail_after(5):
+                    await session.send_resource_updated(uri)
+            except Exception as exc:  # a closed or stuck connection: forget it
+                log.debug("subscriber_dropped", reason=repr(exc))
+                self._by_connection.pop(key, None)
+
+
+def _error(message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
+
+
+def _tool(spec: ToolSpec) -> types.Tool:
+    return types.Tool(
+        name=spec.name,
+        description=spec.description,
+        input_schema=spec.input_schema,
+        output_schema=spec.output_schema,
+        annotations=types.ToolAnnotations(
+            read_only_hint=spec.annotations["readOnlyHint"],
+            destructive_hint=spec.annotations["destructiveHint"],
+            idempotent_hint=spec.annotations["idempotentHint"],
+            open_world_hint=spec.annotations["openWorldHint"],
+        ),
+    )
+
+
+def build_server(memory: Memory, *, extra_tools: tuple[ToolSpec, ...] = ()) -> Server[Any]:
+    """The MCP server over ``memory`` (an open store plus limits).
+
+    Args:
+        memory: the application object tools run against; its store must stay open while the
+            server runs (the caller closes it).
+        extra_tools: more tools to advertise after the standard ones (e.g. typed tools).
+
+    Returns:
+        A low-level ``mcp.server.Server`` named ``graph-memory``; serve it with
+        ``server.run(...)`` (stdio) or ``server.streamable_http_app(...)`` (HTTP).
+    """
+    specs = {spec.name: spec for spec in (*TOOLS, *extra_tools)}
+    tool_list = types.ListToolsResult(tools=[_tool(spec) for spec in specs.values()])
+    subscribers = Subscribers()
+    bus = InMemorySubscriptionBus()
+
+    async def graph_changed() -> None:
+        await bus.publish(ResourceUpdated(uri=GRAPH_URI))
+        await subscribers.notify(GRAPH_URI)
+
+    async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+                         ) -> types.ListToolsResult:
+        return tool_list
+
+    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+                        ) -> types.CallToolResult:
+        spec = specs.get(params.name)
+        if spec is None:
+            return _error(f"Unknown tool: {params.name}. Available tools: {', '.join(specs)}")
+        try:
+            outcome: Outcome = spec.run(memory, params.arguments or {})
+        except GraphError as exc:
+            log.info("tool_refused", tool=spec.name, error=str(exc)[:500])
+            return _error(str(exc))
+        except Exception:
+            log.exception("tool_failed", tool=spec.name)
+            return _error(f"{spec.name} failed with an internal error; nothing was written. "
+                          f"The server log has the details.")
+        if outcome.changed:
+            await graph_changed()
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=outcome.render())],
+            structured_content=outcome.structured,
+        )
+
+    async def list_resources(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+                             ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[types.Resource(
+            uri=GRAPH_URI, name="knowledge-graph", title="Knowledge graph",
+            description="The whole knowledge graph: every entity and relation (same payload as read_graph).",
+            mime_type="application/json",
+        )])
+
+    async def read_resource(ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+                            ) -> types.ReadResourceResult:
+        if str(params.uri) != GRAPH_URI:
+            raise MCPError(code=-32002, message=f"Resource not found: {params.uri}")
+        payload = memory.store.run_read(graph.read_graph).to_dict()
+        return types.ReadResourceResult(contents=[types.TextResourceContents(
+            uri=GRAPH_URI, mime_type="application/json",
+            text=json.dumps(payload, indent=2, ensure_ascii=False),
+        )])
+
+    async def subscribe(ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
+                        ) -> types.EmptyResult:
+        subscribers.add(ctx.session, str(params.uri))
+        return types.EmptyResult()
+
+    async def unsubscribe(ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
+                          ) -> types.EmptyResult:
+        subscribers.remove(ctx.session, str(params.uri))
+        return types.EmptyResult()
+
+    server: Server[Any] = Server(
+        SERVER_NAME,
+        version=package_version(),
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_read_resource=read_resource,
+        on_subscribe_resource=subscribe,
+        on_unsubscribe_resource=unsubscribe,
+        on_subscriptions_listen=ListenHandler(bus),
+    )
+    server.graph_subscribers = subscribers  # type: ignore[attr-defined]  # for tests and HTTP mode
+    return server

@@ -1,0 +1,109 @@
+"""Settings: the only reader of the environment (``MEMORY_*`` variables).
+
+Every value has a default that works on a fresh machine; see the settings table in README.md.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+LEGACY_SUFFIXES = (".jsonl", ".json")
+LEGACY_NAMES = ("memory.jsonl", "memory.json")
+DEFAULT_ALLOWED_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")
+DEFAULT_ALLOWED_ORIGINS = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*")
+
+
+def default_database_path() -> Path:
+    """``<user data dir>/memory.db``, the user data dir from platformdirs (e.g.
+    ``~/.local/share/graph-memory`` on Linux, ``~/Library/Application Support/graph-memory``
+    on macOS). Never inside the installed package."""
+    from platformdirs import user_data_path
+
+    return user_data_path("graph-memory", appauthor=False) / "memory.db"
+
+
+def _split_csv(value: object) -> object:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+class Settings(BaseSettings):
+    """Resolved configuration. Construct with ``Settings()`` to read the environment.
+
+    Paths are absolute after validation: a relative ``MEMORY_FILE_PATH`` resolves against the
+    working directory at start, ``~`` expands to the home folder.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="MEMORY_", extra="ignore", frozen=True)
+
+    file_path: Path = Field(
+        default_factory=default_database_path,
+        description="The SQLite database file; a .jsonl/.json path names a legacy file instead "
+        "(database at the sibling .db, legacy contents imported on first start).",
+    )
+    transport: Literal["stdio", "http"] = Field("stdio", description="stdio, or http (streamable HTTP at /mcp).")
+    http_host: str = Field("127.0.0.1", description="HTTP bind address.")
+    http_port: int = Field(8000, ge=0, le=65535, description="HTTP port.")
+    http_token: SecretStr | None = Field(None, description="When set, /mcp requires 'Authorization: Bearer <token>'.")
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: list(DEFAULT_ALLOWED_HOSTS),
+        description="Host header values accepted on /mcp (comma-separated; '*' port wildcard).",
+    )
+    allowed_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: list(DEFAULT_ALLOWED_ORIGINS),
+        description="Origin header values accepted on /mcp (comma-separated).",
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
+    log_format: Literal["json", "console"] | None = Field(
+        None, description="json, or console; default console when stderr is a terminal, else json."
+    )
+    schemas_dir: Path | None = Field(None, description="Folder of <type>.schema.json files for typed tools.")
+    busy_timeout_ms: int = Field(10_000, ge=0, description="How long a write waits for another writer (ms).")
+    max_name_length: int = Field(1024, ge=1, description="Longest entity name / type / relation type (characters).")
+    max_observation_length: int = Field(65536, ge=1, description="Longest observation (characters).")
+    max_batch: int = Field(10_000, ge=1, description="Most items in one tool call's batch.")
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _lower_level(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
+
+    @field_validator("allowed_hosts", "allowed_origins", mode="before")
+    @classmethod
+    def _csv(cls, value: object) -> object:
+        return _split_csv(value)
+
+    @field_validator("file_path", "schemas_dir", mode="after")
+    @classmethod
+    def _absolute(cls, value: Path | None) -> Path | None:
+        if value is None:
+            return None
+        return Path(value).expanduser().absolute()
+
+    @property
+    def database_path(self) -> Path:
+        """The SQLite file: ``file_path`` itself, or the sibling ``.db`` of a legacy path."""
+        if self.file_path.suffix.lower() in LEGACY_SUFFIXES:
+            return self.file_path.with_suffix(".db")
+        return self.file_path
+
+    @property
+    def legacy_candidates(self) -> list[Path]:
+        """Legacy files to import on first start, in order of preference: the legacy file that
+        ``MEMORY_FILE_PATH`` names, else ``memory.jsonl`` then ``memory.json`` next to the database."""
+        if self.file_path.suffix.lower() in LEGACY_SUFFIXES:
+            return [self.file_path]
+        return [self.database_path.parent / name for name in LEGACY_NAMES]
+
+    @property
+    def effective_log_format(self) -> Literal["json", "console"]:
+        """``log_format``, or console when stderr is a terminal and json otherwise."""
+        if self.log_format is not None:
+            return self.log_format
+        return "console" if sys.stderr.isatty() else "json"

@@ -1,0 +1,232 @@
+"""The SQLite store: the one place that opens connections and runs transactions.
+
+A :class:`Store` owns one apsw connection to one database file, with WAL journaling, a busy
+timeout, foreign keys on, and the ``python_lower`` SQL function the search triggers need. Every
+tool call runs in exactly one transaction through :meth:`Store.read` (a deferred transaction: a
+consistent snapshot) or :meth:`Store.write` (``BEGIN IMMEDIATE``: the write lock is taken up front,
+so two writers never deadlock, and the whole call commits or nothing does). apsw errors are
+translated into :class:`~graph_memory.errors.StoreError` here and nowhere else.
+
+The connection is not shared between threads: the server runs every call on its event loop
+thread; other threads (CLI backup, tests) open their own Store.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+import apsw
+
+from graph_memory import migrations
+from graph_memory.errors import GraphError, StoreError
+from graph_memory.logs import get_logger
+
+T = TypeVar("T")
+log = get_logger("graph_memory.store")
+
+# SQLITE_BUSY can still reach us after the busy timeout (e.g. a checkpoint or WAL recovery in
+# another process); the whole transaction is then retried this many times before giving up.
+_BUSY_RETRIES = 5
+
+
+def python_lower(value: object) -> object:
+    """SQL ``python_lower(x)``: ``str.lower()`` of text (the reference server's case rule),
+    anything else unchanged."""
+    return value.lower() if isinstance(value, str) else value
+
+
+class Store:
+    """One open database file. Create with :meth:`Store.open`; close with :meth:`close`.
+
+    Attributes:
+        path: absolute path of the database file.
+        conn: the apsw connection (for graph operations inside :meth:`read`/:meth:`write`).
+    """
+
+    def __init__(self, path: Path, conn: apsw.Connection) -> None:
+        self.path = path
+        self.conn = conn
+
+    @classmethod
+    def open(cls, path: Path | str, *, busy_timeout_ms: int = 10_000, migrate: bool = True) -> Store:
+        """Open (creating parent folders and the file if needed) and migrate the database.
+
+        Raises:
+            StoreError: the folder cannot be created or written, the file is not SQLite or is
+                corrupt, or the database is locked beyond the busy timeout.
+            MigrationError: the migration history is edited or newer than this code.
+        """
+        path = Path(path).expanduser().absolute()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create the folder {path.parent} for the database: {exc.strerror or exc}; "
+                f"choose another location with MEMORY_FILE_PATH"
+            ) from exc
+        if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+            raise StoreError(f"database {path} is not readable and writable by this user; fix its permissions")
+        if not path.exists() and not os.access(path.parent, os.W_OK | os.X_OK):
+            raise StoreError(f"cannot create the database in {path.parent}: folder not writable; "
+                             f"choose another location with MEMORY_FILE_PATH")
+        try:
+            conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
+        except apsw.Error as exc:
+            raise StoreError(f"cannot open database {path}: {exc}") from exc
+        store = cls(path, conn)
+        try:
+            store._configure(busy_timeout_ms)
+            if migrate:
+                applied = migrations.migrate(conn, str(path))
+                if applied:
+                    log.info("migrations_applied", path=str(path), migrations=[m.name for m in applied])
+            else:
+                migrations.status(conn, str(path))
+        except GraphError:
+            conn.close()
+            raise
+        except apsw.Error as exc:
+            conn.close()
+            raise translate(exc, path) from exc
+        return store
+
+    def _configure(self, busy_timeout_ms: int) -> None:
+        conn = self.conn
+        conn.set_busy_timeout(busy_timeout_ms)
+        conn.create_scalar_function("python_lower", python_lower, 1, deterministic=True)
+        # Touch the file: a file that is not SQLite fails here, before anything is written.
+        conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+        if mode is None or str(mode[0]).lower() != "wal":
+            log.warning("wal_unavailable", path=str(self.path), journal_mode=mode and mode[0])
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA synchronous = FULL")
+
+    def close(self) -> None:
+        """Close the connection (a WAL checkpoint runs when this is the last connection)."""
+        self.conn.close()
+
+    # -- transactions -------------------------------------------------------------------------
+
+    @contextmanager
+    def read(self) -> Iterator[apsw.Connection]:
+        """A read transaction: every statement inside sees one consistent snapshot."""
+        with self._translated():
+            self.conn.execute("BEGIN")
+            try:
+                yield self.conn
+            finally:
+                if self.conn.in_transaction:
+                    self.conn.execute("COMMIT")
+
+    @contextmanager
+    def write(self) -> Iterator[apsw.Connection]:
+        """A write transaction started ``IMMEDIATE``; commits on success, rolls back on any
+        exception (a rejected batch writes nothing). Prefer :meth:`run_write`, which retries
+        when SQLite reports the database busy."""
+        with self._translated():
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise
+            else:
+                self.conn.execute("COMMIT")
+
+    def run_write(self, operation: Callable[[apsw.Connection], T]) -> T:
+        """Run ``operation(conn)`` in one write transaction, retrying the whole transaction
+        when SQLite reports the database busy or locked past the busy timeout.
+
+        Raises:
+            StoreError: still busy after the retries (another process holds the write lock).
+            GraphError: whatever ``operation`` raises (after the rollback).
+        """
+        for attempt in range(_BUSY_RETRIES + 1):
+            try:
+                with self.write() as conn:
+                    return operation(conn)
+            except _Busy:
+                if attempt == _BUSY_RETRIES:
+                    break
+                time.sleep(0.05 * (attempt + 1))
+        raise StoreError(
+            f"database {self.path} stayed locked by another process; try again, or find the process "
+            f"holding it (another graph-memory or a tool with an open write transaction)"
+        )
+
+    def run_read(self, operation: Callable[[apsw.Connection], T]) -> T:
+        """Run ``operation(conn)`` in one read transaction."""
+        with self.read() as conn:
+            return operation(conn)
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        try:
+            yield
+        except (apsw.BusyError, apsw.LockedError) as exc:
+            raise _Busy(str(exc)) from exc
+        except apsw.Error as exc:
+            raise translate(exc, self.path) from exc
+
+    # -- maintenance --------------------------------------------------------------------------
+
+    def integrity_problems(self) -> list[str]:
+        """``PRAGMA integrity_check`` plus the FTS5 index check against its content table.
+
+        Returns:
+            Problem descriptions; empty when the database and its search index are sound.
+        """
+        problems = [row[0] for row in self.conn.execute("PRAGMA integrity_check") if row[0] != "ok"]
+        try:
+            self.conn.execute("INSERT INTO entity_fts (entity_fts, rank) VALUES ('integrity-check', 1)")
+        except apsw.Error as exc:
+            problems.append(f"search index: {exc}")
+        return problems
+
+    @contextmanager
+    def bulk_load(self, conn: apsw.Connection) -> Iterator[None]:
+        """Inside a write transaction: switch the per-row search sync off, then rebuild the
+        search documents and the FTS index once at the end (much faster for large imports).
+        Everything stays in the caller's transaction, so a failure leaves no trace."""
+        conn.execute("UPDATE search_sync SET enabled = 0 WHERE id = 1")
+        yield
+        conn.execute("DELETE FROM entity_search")
+        conn.execute(
+            """
+            INSERT INTO entity_search (entity_id, name, entity_type, observations)
+            SELECT e.id, python_lower(e.name), python_lower(e.entity_type),
+                   coalesce((SELECT group_concat(python_lower(o.content), char(10) ORDER BY o.id)
+                               FROM observations o WHERE o.entity_id = e.id), '')
+              FROM entities e
+            """
+        )
+        conn.execute("INSERT INTO entity_fts (entity_fts) VALUES ('rebuild')")
+        conn.execute("UPDATE search_sync SET enabled = 1 WHERE id = 1")
+
+
+class _Busy(Exception):
+    """SQLITE_BUSY / SQLITE_LOCKED reached us: the transaction may be retried."""
+
+
+def translate(exc: apsw.Error, path: Path) -> StoreError:
+    """Turn an apsw error into a StoreError that names the file and what to do."""
+    if isinstance(exc, apsw.NotADBError):
+        return StoreError(f"{path} is not a SQLite database (or its header is damaged); move it aside "
+                          f"or point MEMORY_FILE_PATH at another file. It was not modified.")
+    if isinstance(exc, apsw.CorruptError):
+        return StoreError(f"database {path} is corrupt ({exc}); restore a backup "
+                          f"(graph-memory backup) or run 'sqlite3 {path} .recover'")
+    if isinstance(exc, apsw.FullError):
+        return StoreError(f"the disk holding {path} is full; nothing of this call was written")
+    if isinstance(exc, apsw.ReadOnlyError | apsw.PermissionsError | apsw.CantOpenError):
+        return StoreError(f"database {path} cannot be written ({exc}); check the file and folder permissions")
+    if isinstance(exc, apsw.IOError):
+        return StoreError(f"I/O error on database {path}: {exc}")
+    return StoreError(f"database error on {path}: {exc}")

@@ -1,0 +1,481 @@
+"""The MCP tools: advertised schemas, argument parsing, and thin adapters onto ``graph``.
+
+Input schemas carry exactly the reference server's property names, types and ``required`` lists
+(``upstream-tools.json`` in the shared docs), plus our optional extras; output schemas are
+supersets of upstream's. Adapters parse arguments, call one graph operation inside one
+transaction, and shape the result; they hold no SQL.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from graph_memory import graph
+from graph_memory.errors import InvalidInput
+from graph_memory.models import Entity, GraphSlice, Relation
+from graph_memory.settings import Settings
+from graph_memory.store import Store
+
+# -- advertised JSON schemas ----------------------------------------------------------------------
+
+
+def _str(description: str | None = None) -> dict[str, Any]:
+    return {"type": "string", **({"description": description} if description else {})}
+
+
+def _array(items: dict[str, Any], description: str | None = None) -> dict[str, Any]:
+    return {"type": "array", "items": items, **({"description": description} if description else {})}
+
+
+def _object(properties: dict[str, Any], required: list[str], *, closed: bool = False) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties, "required": required}
+    if closed:
+        schema["additionalProperties"] = False
+    return schema
+
+
+ENTITY_IN = _object(
+    {
+        "name": _str("Unique name of the entity (exact, case-sensitive)"),
+        "entityType": _str("Kind of entity, e.g. person, organization, event"),
+        "observations": _array(_str(), "Atomic facts about the entity"),
+    },
+    ["name", "entityType", "observations"],
+)
+RELATION_IN = _object(
+    {
+        "from": _str("Name of the entity the relation starts at"),
+        "to": _str("Name of the entity the relation points to"),
+        "relationType": _str("Relation in active voice, e.g. works_at"),
+    },
+    ["from", "to", "relationType"],
+)
+ENTITY_OUT = _object(
+    {"name": _str(), "entityType": _str(), "observations": _array(_str())},
+    ["name", "entityType", "observations"],
+)
+RELATION_OUT = _object(
+    {"from": _str(), "to": _str(), "relationType": _str(),
+     "weight": {"type": "number", "minimum": 0, "maximum": 1, "description": "Present only when not 1.0"}},
+    ["from", "to", "relationType"],
+)
+GRAPH_OUT = _object(
+    {
+        "entities": _array(ENTITY_OUT),
+        "relations": _array(RELATION_OUT),
+        "neighbors": _array(ENTITY_OUT, "Entities at the far end of the returned relations that are "
+                                        "not themselves in 'entities'"),
+    },
+    ["entities", "relations", "neighbors"],
+)
+DELETE_OUT_BASE = {"success": {"type": "boolean"}, "message": _str()}
+
+READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
+ADDITIVE = {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False, "openWorldHint": False}
+DESTRUCTIVE = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True, "openWorldHint": False}
+EDITING = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": False}
+
+
+# -- argument models (strict: a number where a string belongs is an error, as upstream's zod) ------
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True, populate_by_name=True)
+
+
+class EntityArg(_Args):
+    name: str
+    entityType: str
+    observations: list[str]
+
+
+class RelationArg(_Args):
+    source: str = Field(alias="from")
+    to: str
+    relationType: str
+
+
+class ObservationsArg(_Args):
+    entityName: str
+    contents: list[str]
+
+
+class DeletionArg(_Args):
+    entityName: str
+    observations: list[str]
+
+
+class UpdateArg(_Args):
+    entityName: str
+    match: str
+    replacement: str
+
+
+class CreateEntitiesArgs(_Args):
+    entities: list[EntityArg]
+
+
+class CreateRelationsArgs(_Args):
+    relations: list[RelationArg]
+
+
+class AddObservationsArgs(_Args):
+    observations: list[ObservationsArg]
+
+
+class DeleteEntitiesArgs(_Args):
+    entityNames: list[str]
+
+
+class DeleteObservationsArgs(_Args):
+    deletions: list[DeletionArg]
+
+
+class DeleteRelationsArgs(_Args):
+    relations: list[RelationArg]
+
+
+class UpdateObservationsArgs(_Args):
+    updates: list[UpdateArg]
+
+
+class SearchArgs(_Args):
+    query: str
+
+
+class OpenArgs(_Args):
+    names: list[str]
+
+
+class NoArgs(_Args):
+    pass
+
+
+def parse_args(model: type[_Args], tool: str, arguments: dict[str, Any]) -> Any:
+    """Validate ``arguments`` into ``model``.
+
+    Raises:
+        InvalidInput: with every problem as ``path: message`` (e.g. ``entities.0.name: Input
+            should be a valid string``) so a model can correct its call.
+    """
+    try:
+        return model.model_validate(arguments)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(arguments)'}: {err['msg']}" for err in exc.errors()
+        )
+        raise InvalidInput(f"invalid arguments for {tool}: {problems}") from None
+
+
+# -- limits ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Size limits on tool input (configurable through settings; see README)."""
+
+    max_name_length: int = 1024
+    max_observation_length: int = 65536
+    max_batch: int = 10_000
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Limits:
+        """The limits ``MEMORY_MAX_*`` configure."""
+        return cls(settings.max_name_length, settings.max_observation_length, settings.max_batch)
+
+    def batch(self, items: list[Any], what: str) -> None:
+        """Raises InvalidInput when ``items`` has more than ``max_batch`` elements."""
+        if len(items) > self.max_batch:
+            raise InvalidInput(f"{what}: {len(items)} items in one call; the limit is {self.max_batch} "
+                               f"(MEMORY_MAX_BATCH). Split the call.")
+
+    def name(self, value: str, what: str) -> None:
+        """Raises InvalidInput for a name/type over ``max_name_length`` or not encodable as UTF-8."""
+        _text(value, self.max_name_length, what, "MEMORY_MAX_NAME_LENGTH")
+
+    def observation(self, value: str, what: str) -> None:
+        """Raises InvalidInput for an observation over ``max_observation_length`` or not UTF-8."""
+        _text(value, self.max_observation_length, what, "MEMORY_MAX_OBSERVATION_LENGTH")
+
+
+def _text(value: str, limit: int, what: str, setting: str) -> None:
+    if len(value) > limit:
+        raise InvalidInput(f"{what} is {len(value)} characters long; the limit is {limit} ({setting})")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{what} contains an unpaired surrogate (\\ud800–\\udfff), which is not "
+                           f"valid Unicode text") from None
+
+
+# -- tools ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A tool's result: ``structured`` (the structuredContent object), ``text`` (the payload of
+    the one text item), ``changed`` (whether the graph changed: subscribers are notified)."""
+
+    structured: dict[str, Any]
+    text: Any
+    changed: bool = False
+
+    def render(self) -> str:
+        """The text content: ``json.dumps(text, indent=2, ensure_ascii=False)``."""
+        return json.dumps(self.text, indent=2, ensure_ascii=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """One advertised tool and the adapter that runs it."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+    annotations: dict[str, bool]
+    run: Callable[[Memory, dict[str, Any]], Outcome]
+
+
+class Memory:
+    """The application object the tool adapters run against: an open store plus input limits."""
+
+    def __init__(self, store: Store, limits: Limits | None = None) -> None:
+        self.store = store
+        self.limits = limits or Limits()
+
+    def entities(self, items: list[EntityArg]) -> list[Entity]:
+        """Check limits and convert entity arguments."""
+        lim = self.limits
+        lim.batch(items, "entities")
+        for i, e in enumerate(items):
+            lim.name(e.name, f"entities.{i}.name")
+            lim.name(e.entityType, f"entities.{i}.entityType")
+            lim.batch(e.observations, f"entities.{i}.observations")
+            for j, o in enumerate(e.observations):
+                lim.observation(o, f"entities.{i}.observations.{j}")
+        return [Entity(e.name, e.entityType, list(e.observations)) for e in items]
+
+    def relations(self, items: list[RelationArg], what: str = "relations") -> list[Relation]:
+        """Check limits and convert relation arguments."""
+        lim = self.limits
+        lim.batch(items, what)
+        for i, r in enumerate(items):
+            lim.name(r.source, f"{what}.{i}.from")
+            lim.name(r.to, f"{what}.{i}.to")
+            lim.name(r.relationType, f"{what}.{i}.relationType")
+        return [Relation(r.source, r.to, r.relationType) for r in items]
+
+    def contents(self, name: str, contents: list[str], what: str) -> None:
+        """Check limits on one entity name and its observation strings."""
+        self.limits.name(name, f"{what}.entityName")
+        self.limits.batch(contents, what)
+        for j, o in enumerate(contents):
+            self.limits.observation(o, f"{what}.{j}")
+
+
+def _create_entities(app: Memory, arguments: dict[str, Any]) -> Outcome:
+    args = parse_args(CreateEntitiesArgs, "create_entities", arguments)
+    entities = app.entities(args.entities)
+    created = app.store.run_write(lambda conn: graph.create_entities(conn, entities))
+    payload = [e.to_dict() for e in created]
+    return Outcome({"entities": payload}, payload, bool(created))
+
+
+def _create_relations(app: Memory, arguments: dict[str, Any]) -> Outcome:
+    args = parse_args(CreateRelationsArgs, "create_relations", arguments)
+    relations = app.relations(args.relations)
+    created = app.store.run_write(lambda conn: graph.create_relations(conn, relations))
+    payload = [r.to_dict() for r in created]
+    return Outcome({"relations": payload}, payload, bool(created))
+
+
+def _add_observations(app: Memory, arguments: dict[str, Any]) -> Outcome:
+    args = parse_args(AddObservationsArgs, "add_observations", arguments)
+    app.limits.batch(args.observations, "observations")
+    for i, item in enumerate(args.observations):
+        app.contents(item.entityName, item.contents, f"observations.{i}.contents")
+    items = [(o.entityName, o.contents) for o in args.observations]
+    results = app.store.run_write(lambda conn: graph.add_observations(conn, items))
+    payload = [r.to_dict() for r in results]
+    return Outcome({"results": payload}, payload, any(r.added for r in results))
+
+
+def _delete_entities(app: Memory, arguments: dict[str, Any]) -> Outcome:
+    args = parse_args(DeleteEntitiesArgs, "delete_entities", arguments)
+    app.limits.batch(args.entityNames, "entityNames")
+    for i, name in enumerate(args.entityNames):
+        app.limits.name(name, f"entityNames.{i}")
+    result = app.store.run_write(lambda conn: graph.delete_entities(conn, args.entityNames))
+    payload = result.to_dict()
+    return Outcome(payload, payload, result.changed)
+
+
+def _delete_observations(app: Memory, arguments: dict[str, Any]) -> Outcome:
+    args = parse_args(DeleteObservationsArgs, "delete_observations", arguments)
+    app.limits.batch(args.deletions, "deletions")
+    for i, item in enumerate(args.deletions):
+        app.contents(item.entityName, item.observations, f"deletions.{i}.observations")
+    items = [(d.entityName, d.observations) for d in args.deletions]
+    result = app.store.run_write(lambda conn: graph.delete_observations(conn, items))
+    payload = result.to_dict()
+    return Outcome(payload, payload, result.changed)
+
+
+def _delete_relations(app: Memory, arguments: dict[str, Any]) -> Outcome:
+    args = parse_args(DeleteRelationsArgs, "delete_relations", arguments)
+    relations = app.relations(args.relations)
+    result = app.store.run_write(lambda conn: graph.delete_relations(conn, relations))
+    payload = result.to_dict()
+    return Outcome(payload, payload, result.changed)
+
+
+def _update_observations(app: Memory, arguments: dict[str, Any]) -> Outcome:
+    args = parse_args(UpdateObservationsArgs, "update_observations", arguments)
+    app.limits.batch(args.updates, "updates")
+    for i, u in enumerate(args.updates):
+        app.limits.name(u.entityName, f"updates.{i}.entityName")
+        app.limits.observation(u.match, f"updates.{i}.match")
+        app.limits.observation(u.replacement, f"updates.{i}.replacement")
+    updates = [graph.ObservationUpdate(u.entityName, u.match, u.replacement) for u in args.updates]
+    results = app.store.run_write(lambda conn: graph.update_observations(conn, updates))
+    payload = {"results": results}
+    return Outcome(payload, payload, bool(results))
+
+
+def _graph_outcome(result: GraphSlice) -> Outcome:
+    payload = result.to_dict()
+    return Outcome(payload, payload)
+
+
+def _read_graph(app: Memory, arguments: dict[str, Any]) -> Outcome:
+    parse_args(NoArgs, "read_graph", arguments)
+    return _graph_outcome(app.store.run_read(graph.read_graph))
+
+
+def _search_nodes(app: Memory, arguments: dict[str, Any]) -> Outcome:
+    args = parse_args(SearchArgs, "search_nodes", arguments)
+    return _graph_outcome(app.store.run_read(lambda conn: graph.search_substring(conn, args.query)))
+
+
+def _open_nodes(app: Memory, arguments: dict[str, Any]) -> Outcome:
+    args = parse_args(OpenArgs, "open_nodes", arguments)
+    app.limits.batch(args.names, "names")
+    return _graph_outcome(app.store.run_read(lambda conn: graph.open_nodes(conn, args.names)))
+
+
+def _results_schema(item: dict[str, Any]) -> dict[str, Any]:
+    return _object({"results": _array(item)}, ["results"])
+
+
+TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "create_entities",
+        "Create entities in the knowledge graph (people, organizations, events, …), each with a type "
+        "and observations (atomic facts). Names that already exist are skipped.",
+        _object({"entities": _array(ENTITY_IN, "Entities to create")}, ["entities"]),
+        _object({"entities": _array(ENTITY_OUT)}, ["entities"]),
+        ADDITIVE,
+        _create_entities,
+    ),
+    ToolSpec(
+        "create_relations",
+        "Create directed relations between existing entities, phrased in active voice "
+        "(from -[relationType]-> to). Relations that already exist are skipped.",
+        _object({"relations": _array(RELATION_IN, "Relations to create")}, ["relations"]),
+        _object({"relations": _array(RELATION_OUT)}, ["relations"]),
+        ADDITIVE,
+        _create_relations,
+    ),
+    ToolSpec(
+        "add_observations",
+        "Add observations (atomic facts) to existing entities. Observations an entity already has "
+        "are skipped; the result lists what was added.",
+        _object({"observations": _array(_object(
+            {"entityName": _str("Name of the entity to add to"),
+             "contents": _array(_str(), "Observations to add")},
+            ["entityName", "contents"]), "Observations per entity")}, ["observations"]),
+        _results_schema(_object({"entityName": _str(), "addedObservations": _array(_str())},
+                                ["entityName", "addedObservations"])),
+        ADDITIVE,
+        _add_observations,
+    ),
+    ToolSpec(
+        "delete_entities",
+        "Delete entities with their observations and every relation that names them. Unknown "
+        "names are skipped and reported.",
+        _object({"entityNames": _array(_str(), "Names of the entities to delete")}, ["entityNames"]),
+        _object({**DELETE_OUT_BASE, "deletedEntities": _array(_str())}, ["success", "message"]),
+        DESTRUCTIVE,
+        _delete_entities,
+    ),
+    ToolSpec(
+        "delete_observations",
+        "Delete specific observations (exact text) from entities. Reports what matched per entity.",
+        _object({"deletions": _array(_object(
+            {"entityName": _str("Name of the entity holding the observations"),
+             "observations": _array(_str(), "Observations to delete (exact text)")},
+            ["entityName", "observations"]), "Deletions per entity")}, ["deletions"]),
+        _object({**DELETE_OUT_BASE, "results": _array(_object(
+            {"entityName": _str(), "deletedObservations": _array(_str()), "message": _str()},
+            ["entityName", "deletedObservations", "message"]))}, ["success", "message"]),
+        DESTRUCTIVE,
+        _delete_observations,
+    ),
+    ToolSpec(
+        "delete_relations",
+        "Delete relations by their exact (from, to, relationType). Reports the relations that matched.",
+        _object({"relations": _array(RELATION_IN, "Relations to delete")}, ["relations"]),
+        _object({**DELETE_OUT_BASE, "deletedRelations": _array(RELATION_OUT)}, ["success", "message"]),
+        DESTRUCTIVE,
+        _delete_relations,
+    ),
+    ToolSpec(
+        "update_observations",
+        "Correct observations in place: replace the observation 'match' of an entity by "
+        "'replacement', keeping its position. The whole call fails, changing nothing, if a match is "
+        "missing or the replacement already exists on that entity.",
+        _object({"updates": _array(_object(
+            {"entityName": _str("Name of the entity"),
+             "match": _str("The current observation text (exact)"),
+             "replacement": _str("The new observation text")},
+            ["entityName", "match", "replacement"]), "Edits to apply, in order")}, ["updates"]),
+        _results_schema(_object(
+            {"entityName": _str(), "updatedObservations": _array(_object(
+                {"match": _str(), "replacement": _str()}, ["match", "replacement"]))},
+            ["entityName", "updatedObservations"])),
+        EDITING,
+        _update_observations,
+    ),
+    ToolSpec(
+        "read_graph",
+        "Read the entire knowledge graph: every entity and relation.",
+        {"type": "object", "properties": {}},
+        GRAPH_OUT,
+        READ_ONLY,
+        _read_graph,
+    ),
+    ToolSpec(
+        "search_nodes",
+        "Find entities whose name, type or any observation contains the query (case-insensitive "
+        "substring, like the reference server). Returns them with their relations and neighbors.",
+        _object({"query": _str("Text to find in entity names, types and observations")}, ["query"]),
+        GRAPH_OUT,
+        READ_ONLY,
+        _search_nodes,
+    ),
+    ToolSpec(
+        "open_nodes",
+        "Open entities by exact name, with the relations touching them and their neighbors. "
+        "Unknown names are skipped.",
+        _object({"names": _array(_str(), "Entity names to open")}, ["names"]),
+        GRAPH_OUT,
+        READ_ONLY,
+        _open_nodes,
+    ),
+)
