@@ -62,4 +62,5 @@ def configure_logging(level: str = "info", fmt: Literal["json", "console"] = "js
 
 def get_logger(name: str) -> structlog.stdlib.BoundLogger:
     """A structlog logger named ``name`` (e.g. ``graph_memory.store``)."""
-    return structlog.stdlib.get_logger(name)  # type: ignore[no-any-return]
+    logger: structlog.stdlib.BoundLogger = structlog.stdlib.get_logger(name)
+    return logger

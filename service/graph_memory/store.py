@@ -34,9 +34,10 @@ log = get_logger("graph_memory.store")
 _BUSY_RETRIES = 5
 
 
-def python_lower(value: object) -> object:
+def python_lower(*args: apsw.SQLiteValue) -> apsw.SQLiteValue:
     """SQL ``python_lower(x)``: ``str.lower()`` of text (the reference server's case rule),
-    anything else unchanged."""
+    anything else unchanged. Registered with exactly one argument."""
+    (value,) = args
     return value.lower() if isinstance(value, str) else value
 
 

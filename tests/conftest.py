@@ -1,0 +1,86 @@
+"""Shared fixtures: a real SQLite file per test, the MCP server over it, and in-process clients.
+
+Every test gets a fresh database under its own tmp_path; no state is shared between tests.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graph_memory.logs import configure_logging
+from graph_memory.server import build_server
+from graph_memory.store import Store
+from graph_memory.tools import Memory
+
+REPO = Path(__file__).resolve().parents[1]
+UPSTREAM_SAMPLE = REPO.parent / "shared" / "data" / "upstream-memory.jsonl"
+UPSTREAM_TOOLS = REPO.parent / "shared" / "docs" / "upstream-tools.json"
+
+configure_logging("warning", "console")
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No MEMORY_* variable of the developer's shell leaks into a test."""
+    for key in list(os.environ):
+        if key.startswith("MEMORY_"):
+            monkeypatch.delenv(key)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    """Path of a not-yet-created database file."""
+    return tmp_path / "memory.db"
+
+
+@pytest.fixture
+def store(db_path: Path) -> Iterator[Store]:
+    """A freshly migrated store on a real file."""
+    s = Store.open(db_path)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def memory(store: Store) -> Memory:
+    return Memory(store)
+
+
+@pytest.fixture
+def server(memory: Memory) -> Any:
+    return build_server(memory)
+
+
+@pytest.fixture
+async def client(server: Any) -> AsyncIterator[Any]:
+    """An in-process MCP client (2026-07-28 protocol generation)."""
+    from mcp import Client
+
+    async with Client(server) as c:
+        yield c
+
+
+@pytest.fixture
+async def legacy_client(server: Any) -> AsyncIterator[Any]:
+    """An in-process MCP client speaking the handshake-era protocol."""
+    from mcp import Client
+
+    async with Client(server, mode="legacy") as c:
+        yield c
+
+
+def sample_path() -> Path:
+    """The reference server's real memory file in shared/ (skips the test when absent)."""
+    if not UPSTREAM_SAMPLE.exists():
+        pytest.skip(f"{UPSTREAM_SAMPLE} not present")
+    return UPSTREAM_SAMPLE

@@ -1,0 +1,34 @@
+"""Small helpers shared by the MCP-level tests."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+async def call(client: Any, tool: str, arguments: dict[str, Any]) -> Any:
+    """Call ``tool``; assert it succeeded and that its text equals its structured content
+    (or the bare array for the three tools whose text is upstream's bare array)."""
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content[0].text
+    text = json.loads(result.content[0].text)
+    structured = result.structured_content
+    if tool in ("create_entities", "create_relations", "add_observations"):
+        (only_value,) = structured.values()
+        assert text == only_value
+    else:
+        assert text == structured
+    return structured
+
+
+async def call_error(client: Any, tool: str, arguments: dict[str, Any]) -> str:
+    """Call ``tool``; assert it failed as a tool result and return its message."""
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error, f"{tool} unexpectedly succeeded: {result.structured_content}"
+    assert len(result.content) == 1
+    return str(result.content[0].text)
+
+
+def names(graph: dict[str, Any], key: str = "entities") -> list[str]:
+    """Entity names of a graph payload, in order."""
+    return [e["name"] for e in graph[key]]

@@ -1,0 +1,108 @@
+"""The migration runner: fresh, re-open, edited, newer, and a failing migration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import apsw
+import pytest
+
+from graph_memory import migrations
+from graph_memory.errors import MigrationError, StoreError
+from graph_memory.store import Store
+
+
+def ledger(path: Path) -> list[tuple[int, str, str]]:
+    conn = apsw.Connection(str(path))
+    try:
+        return list(conn.execute("SELECT id, name, checksum FROM schema_migrations ORDER BY id"))
+    finally:
+        conn.close()
+
+
+def file_state(path: Path) -> tuple[bytes, bytes]:
+    wal = path.with_name(path.name + "-wal")
+    return path.read_bytes(), wal.read_bytes() if wal.exists() else b""
+
+
+def test_fresh_database_gets_every_migration_recorded_with_checksum(db_path: Path) -> None:
+    Store.open(db_path).close()
+    known = migrations.load_migrations()
+    assert ledger(db_path) == [(m.id, m.name, m.checksum) for m in known]
+    assert known[0].name == "0001_initial"
+    conn = apsw.Connection(str(db_path))
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == known[-1].id
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+
+
+def test_reopening_is_a_no_op(db_path: Path) -> None:
+    Store.open(db_path).close()
+    before = ledger(db_path)
+    store = Store.open(db_path)
+    assert migrations.migrate(store.conn, str(db_path)) == []
+    store.close()
+    assert ledger(db_path) == before
+
+
+def test_edited_migration_is_refused_and_nothing_changes(db_path: Path) -> None:
+    Store.open(db_path).close()
+    conn = apsw.Connection(str(db_path))
+    conn.execute("UPDATE schema_migrations SET checksum = 'feedface' WHERE id = 1")
+    conn.close()
+    before = file_state(db_path)
+    with pytest.raises(MigrationError, match="0001_initial differs from the one applied") as err:
+        Store.open(db_path)
+    assert str(db_path) in str(err.value)
+    assert file_state(db_path) == before
+
+
+def test_newer_database_is_refused_and_nothing_changes(db_path: Path) -> None:
+    Store.open(db_path).close()
+    conn = apsw.Connection(str(db_path))
+    conn.execute("INSERT INTO schema_migrations (id, name, checksum) VALUES (9999, '9999_future', 'x')")
+    conn.close()
+    before = file_state(db_path)
+    with pytest.raises(MigrationError, match="newer graph-memory") as err:
+        Store.open(db_path)
+    assert "9999" in str(err.value) and "upgrade graph-memory" in str(err.value)
+    assert file_state(db_path) == before
+
+
+def test_status_reports_pending_without_applying(tmp_path: Path) -> None:
+    path = tmp_path / "plain.db"
+    conn = apsw.Connection(str(path))
+    state = migrations.status(conn, str(path))
+    assert state.version == 0
+    assert [m.name for m in state.pending] == [m.name for m in migrations.load_migrations()]
+    assert conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0] == 0
+    conn.close()
+
+
+def test_failing_migration_rolls_back_its_own_transaction(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    Store.open(db_path).close()
+    good = migrations.load_migrations()
+    broken = migrations.Migration(len(good) + 1, f"{len(good) + 1:04d}_broken",
+                                  "CREATE TABLE half_done (x); SELECT no_such_function();", "c")
+    monkeypatch.setattr(migrations, "load_migrations", lambda: [*good, broken])
+    conn = apsw.Connection(str(db_path))
+    with pytest.raises(MigrationError, match="_broken failed"):
+        migrations.migrate(conn, str(db_path))
+    assert conn.execute("SELECT count(*) FROM sqlite_schema WHERE name = 'half_done'").fetchone()[0] == 0
+    assert [row[0] for row in conn.execute("SELECT id FROM schema_migrations")] == [m.id for m in good]
+    conn.close()
+
+
+def test_migration_files_ship_inside_the_package() -> None:
+    from importlib import resources
+
+    folder = resources.files("graph_memory").joinpath("migrations")
+    assert folder.joinpath("0001_initial.sql").is_file()
+
+
+def test_not_a_database_is_refused_without_touching_it(db_path: Path) -> None:
+    db_path.write_text('{"type":"entity","name":"x","entityType":"y","observations":[]}\n' * 200)
+    before = db_path.read_bytes()
+    with pytest.raises(StoreError, match="is not a SQLite database"):
+        Store.open(db_path)
+    assert db_path.read_bytes() == before

@@ -1,0 +1,112 @@
+"""The advertised tool schemas: upstream's inputs exactly (plus optional extras), outputs that
+validate what the tools return, and upstream's annotations."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+import pytest
+from conftest import UPSTREAM_TOOLS
+
+pytestmark = pytest.mark.anyio
+
+UPSTREAM_NAMES = ["create_entities", "create_relations", "add_observations", "delete_entities",
+                  "delete_observations", "delete_relations", "read_graph", "search_nodes", "open_nodes"]
+IGNORED_KEYS = {"description", "$schema", "title"}
+
+
+def upstream_tools() -> dict[str, dict[str, Any]]:
+    if not UPSTREAM_TOOLS.exists():
+        pytest.skip(f"{UPSTREAM_TOOLS} not present")
+    return {t["name"]: t for t in json.loads(UPSTREAM_TOOLS.read_text(encoding="utf-8"))["tools"]}
+
+
+def skeleton(schema: Any) -> Any:
+    """A schema without documentation keys: what decides which instances are accepted."""
+    if isinstance(schema, dict):
+        return {k: skeleton(v) for k, v in schema.items() if k not in IGNORED_KEYS}
+    if isinstance(schema, list):
+        return [skeleton(v) for v in schema]
+    return schema
+
+
+def without_optional_extras(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:
+    """Our top-level schema minus the optional properties upstream does not have."""
+    extras = set(ours.get("properties", {})) - set(theirs.get("properties", {}))
+    assert not extras & set(ours.get("required", [])), "extras must be optional"
+    return {**ours, "properties": {k: v for k, v in ours["properties"].items() if k not in extras}}
+
+
+async def advertised(client: Any) -> dict[str, Any]:
+    return {t.name: t for t in (await client.list_tools()).tools}
+
+
+async def test_every_upstream_tool_is_advertised_plus_update_observations(client: Any) -> None:
+    tools = await advertised(client)
+    assert set(UPSTREAM_NAMES) <= set(tools)
+    assert "update_observations" in tools
+
+
+@pytest.mark.parametrize("name", UPSTREAM_NAMES)
+async def test_input_schema_accepts_exactly_what_upstream_accepts(client: Any, name: str) -> None:
+    theirs = upstream_tools()[name]["inputSchema"]
+    ours = (await advertised(client))[name].input_schema
+    assert skeleton(without_optional_extras(ours, theirs)) == skeleton(theirs)
+
+
+# Instances on both sides of upstream's schemas; both validators must agree on each.
+PROBES: dict[str, list[Any]] = {
+    "create_entities": [{"entities": []}, {"entities": [{"name": "a", "entityType": "b", "observations": []}]},
+                        {"entities": [{"name": "a", "entityType": "b"}]}, {"entities": [{"name": 1, "entityType": "b",
+                        "observations": []}]}, {}, {"entities": "x"}, {"entities": [{"name": "a", "entityType": "b",
+                        "observations": [1]}]}, {"entities": [], "extra": 1}],
+    "create_relations": [{"relations": [{"from": "a", "to": "b", "relationType": "c"}]},
+                         {"relations": [{"from": "a", "to": "b"}]}, {"relations": [{"source": "a", "to": "b",
+                         "relationType": "c"}]}],
+    "add_observations": [{"observations": [{"entityName": "a", "contents": ["x"]}]},
+                         {"observations": [{"entityName": "a"}]}, {"observations": [{"entityName": "a",
+                         "contents": "x"}]}],
+    "delete_entities": [{"entityNames": ["a"]}, {"entityNames": "a"}, {"entity_names": ["a"]}],
+    "delete_observations": [{"deletions": [{"entityName": "a", "observations": ["x"]}]}, {"deletions": [{}]}],
+    "delete_relations": [{"relations": []}, {"relations": [{"from": "a", "to": "b", "relationType": 3}]}],
+    "read_graph": [{}, {"anything": 1}],
+    "search_nodes": [{"query": "x"}, {"query": ""}, {}, {"query": 5}],
+    "open_nodes": [{"names": ["a"]}, {"names": [1]}, {"names": None}],
+}
+
+
+@pytest.mark.parametrize("name", UPSTREAM_NAMES)
+async def test_input_schema_validates_probe_instances_like_upstream(client: Any, name: str) -> None:
+    theirs = upstream_tools()[name]["inputSchema"]
+    ours = (await advertised(client))[name].input_schema
+    theirs_validator = jsonschema.Draft7Validator(theirs)
+    ours_validator = jsonschema.Draft202012Validator(ours)
+    for probe in PROBES[name]:
+        assert ours_validator.is_valid(probe) == theirs_validator.is_valid(probe), probe
+
+
+@pytest.mark.parametrize("name", UPSTREAM_NAMES)
+async def test_annotations_match_upstream(client: Any, name: str) -> None:
+    theirs = upstream_tools()[name]["annotations"]
+    ann = (await advertised(client))[name].annotations
+    assert {
+        "readOnlyHint": ann.read_only_hint, "destructiveHint": ann.destructive_hint,
+        "idempotentHint": ann.idempotent_hint, "openWorldHint": ann.open_world_hint,
+    } == theirs
+
+
+@pytest.mark.parametrize("name", UPSTREAM_NAMES)
+async def test_output_schema_keeps_every_upstream_field(client: Any, name: str) -> None:
+    theirs = upstream_tools()[name]["outputSchema"]
+    ours = (await advertised(client))[name].output_schema
+    assert set(theirs["properties"]) <= set(ours["properties"])
+    assert set(theirs.get("required", [])) <= set(ours.get("required", []))
+
+
+async def test_every_output_schema_is_a_valid_json_schema(client: Any) -> None:
+    for tool in (await advertised(client)).values():
+        jsonschema.Draft202012Validator.check_schema(tool.output_schema)
+        jsonschema.Draft202012Validator.check_schema(tool.input_schema)
+        assert tool.input_schema["type"] == "object"

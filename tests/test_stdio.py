@@ -1,0 +1,158 @@
+"""The real ``graph-memory`` process over stdio, on a copy of a file written by the reference server."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import sample_path
+
+EXE = Path(sys.executable).with_name("graph-memory")
+
+
+def upstream_oracle(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The graph a reader of upstream's file should see: entity lines merged by name (first type,
+    observations unioned in order), relations de-duplicated, in file order."""
+    entities: dict[str, dict[str, Any]] = {}
+    relations: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for line in path.read_bytes().split(b"\n"):
+        if not line.strip():
+            continue
+        item = json.loads(line)
+        if item["type"] == "entity":
+            entity = entities.setdefault(item["name"], {"name": item["name"], "entityType": item["entityType"],
+                                                        "observations": []})
+            for obs in item["observations"]:
+                if obs not in entity["observations"]:
+                    entity["observations"].append(obs)
+        elif item["type"] == "relation":
+            key = (item["from"], item["to"], item["relationType"])
+            relations.setdefault(key, {"from": key[0], "to": key[1], "relationType": key[2]})
+    return list(entities.values()), list(relations.values())
+
+
+def run_session(env: dict[str, str], requests: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str, int]:
+    """Send JSON-RPC lines to a fresh server, wait for every reply, close stdin, and return
+    (stdout messages, stderr, exit code). Fails when any stdout line is not a JSON-RPC message."""
+    command = [str(EXE)] if EXE.exists() else [sys.executable, "-m", "graph_memory"]
+    expected = {r["id"] for r in requests if "id" in r}
+    stderr_file = tempfile.TemporaryFile()
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr_file, env=env)
+    assert proc.stdin is not None and proc.stdout is not None
+    messages: list[dict[str, Any]] = []
+    try:
+        for request in requests:
+            proc.stdin.write((json.dumps(request) + "\n").encode())
+        proc.stdin.flush()
+        while expected:
+            raw = proc.stdout.readline()
+            if not raw:
+                break  # the server exited
+            message = json.loads(raw)  # anything that is not JSON fails the test here
+            assert message.get("jsonrpc") == "2.0", raw
+            messages.append(message)
+            expected.discard(message.get("id"))
+        proc.stdin.close()
+        rest = proc.stdout.read()
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    stderr_file.seek(0)
+    stderr = stderr_file.read()
+    stderr_file.close()
+    for raw in rest.decode("utf-8").splitlines():
+        message = json.loads(raw)
+        assert message.get("jsonrpc") == "2.0", raw
+        messages.append(message)
+    return messages, stderr.decode("utf-8", "replace"), proc.returncode
+
+
+def handshake(*calls: tuple[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    requests: list[dict[str, Any]] = [
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    ]
+    for i, (tool, arguments) in enumerate(calls, start=1):
+        requests.append({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                         "params": {"name": tool, "arguments": arguments}})
+    return requests
+
+
+def by_id(messages: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    return {m["id"]: m for m in messages if "id" in m}
+
+
+def server_env(tmp_path: Path, file_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+    env.update(MEMORY_FILE_PATH=str(file_path), MEMORY_LOG_FORMAT="json", HOME=str(tmp_path))
+    return env
+
+
+def test_stdio_server_imports_upstream_file_and_read_graph_returns_all_of_it(tmp_path: Path) -> None:
+    legacy = tmp_path / "memory.jsonl"
+    shutil.copyfile(sample_path(), legacy)
+    original = legacy.read_bytes()
+    messages, stderr, code = run_session(server_env(tmp_path, legacy), handshake(("read_graph", {})))
+    assert code == 0, stderr
+    replies = by_id(messages)
+    assert replies[0]["result"]["serverInfo"]["name"] == "graph-memory"
+    graph = replies[1]["result"]["structuredContent"]
+    entities, relations = upstream_oracle(legacy)
+    assert graph["entities"] == entities
+    assert graph["relations"] == relations
+    assert json.loads(replies[1]["result"]["content"][0]["text"]) == graph
+    assert legacy.read_bytes() == original
+    assert (tmp_path / "memory.db").exists()
+    events = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+    imports = [e for e in events if e.get("event") == "legacy_import"]
+    assert len(imports) == 1 and imports[0]["entities"] == len(entities)
+
+
+def test_stdio_server_imports_only_on_first_start_and_keeps_writes(tmp_path: Path) -> None:
+    legacy = tmp_path / "memory.jsonl"
+    shutil.copyfile(sample_path(), legacy)
+    env = server_env(tmp_path, legacy)
+    first, _, _ = run_session(env, handshake(("create_entities", {"entities": [
+        {"name": "Ünïcödé 🚀", "entityType": "test", "observations": ["written over stdio"]}]})))
+    assert not by_id(first)[1]["result"].get("isError")
+    second, stderr, code = run_session(env, handshake(("search_nodes", {"query": "WRITTEN OVER"}),
+                                                      ("read_graph", {})))
+    assert code == 0
+    assert [e["name"] for e in by_id(second)[1]["result"]["structuredContent"]["entities"]] == ["Ünïcödé 🚀"]
+    entities, _ = upstream_oracle(legacy)
+    assert len(by_id(second)[2]["result"]["structuredContent"]["entities"]) == len(entities) + 1
+    assert "legacy_import" not in stderr
+
+
+def test_stdio_server_refuses_a_bad_legacy_line_and_leaves_everything_untouched(tmp_path: Path) -> None:
+    legacy = tmp_path / "memory.jsonl"
+    legacy.write_bytes(b'{"type":"entity","name":"a","entityType":"t","observations":[]}\n{not json\n')
+    original = legacy.read_bytes()
+    messages, stderr, code = run_session(server_env(tmp_path, legacy), handshake(("read_graph", {})))
+    assert code == 1
+    assert messages == []
+    assert "line 2" in stderr and "--skip-invalid" in stderr
+    assert legacy.read_bytes() == original
+
+
+@pytest.mark.anyio
+async def test_official_stdio_client_sees_the_tools(tmp_path: Path) -> None:
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(command=str(EXE), args=[], env=server_env(tmp_path, tmp_path / "m.db"))
+    async with Client(params, mode="legacy") as client:
+        tools = {t.name for t in (await client.list_tools()).tools}
+        assert {"create_entities", "search_nodes", "update_observations"} <= tools
+        result = await client.call_tool("open_nodes", {"names": []})
+        assert result.structured_content == {"entities": [], "relations": [], "neighbors": []}
