@@ -33,10 +33,17 @@ def skeleton(schema: Any) -> Any:
 
 
 def without_optional_extras(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:
-    """Our top-level schema minus the optional properties upstream does not have."""
-    extras = set(ours.get("properties", {})) - set(theirs.get("properties", {}))
-    assert not extras & set(ours.get("required", [])), "extras must be optional"
-    return {**ours, "properties": {k: v for k, v in ours["properties"].items() if k not in extras}}
+    """Our schema minus the optional properties upstream does not have, at every object level
+    (the top level and inside array items, e.g. create_relations' optional ``weight``)."""
+    out = dict(ours)
+    if "properties" in ours:
+        extras = set(ours["properties"]) - set(theirs.get("properties", {}))
+        assert not extras & set(ours.get("required", [])), "extras must be optional"
+        out["properties"] = {k: without_optional_extras(v, theirs["properties"][k])
+                             for k, v in ours["properties"].items() if k not in extras}
+    if isinstance(ours.get("items"), dict) and isinstance(theirs.get("items"), dict):
+        out["items"] = without_optional_extras(ours["items"], theirs["items"])
+    return out
 
 
 async def advertised(client: Any) -> dict[str, Any]:

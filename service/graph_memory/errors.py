@@ -11,10 +11,12 @@ bug and is logged with its traceback, never shown to the caller.
     ├── InvalidInput                arguments that break the contract (types, sizes, empty names)
     │   └── InvalidQuery            a search query that cannot be run (too long, bad FTS syntax)
     ├── EntityNotFound              "Entity with name {name} not found" (upstream's wording)
+    ├── RelationNotFound            a relation an edit names does not exist (update_relations)
     ├── Conflict                    a write that would break a uniqueness rule
     ├── StoreError                  the database cannot be used (path, permissions, corruption, locks)
     │   └── MigrationError          schema history edited, missing or newer than this code
-    └── LegacyFormatError           an upstream JSONL/JSON file that cannot be imported as is
+    ├── LegacyFormatError           an upstream JSONL/JSON file that cannot be imported as is
+    └── SchemaError                 a typed-tool schema file (MEMORY_SCHEMAS_DIR) that cannot be used
 """
 
 from __future__ import annotations
@@ -42,6 +44,14 @@ class EntityNotFound(GraphError):
     def __init__(self, name: str) -> None:
         super().__init__(f"Entity with name {name} not found")
         self.name = name
+
+
+class RelationNotFound(GraphError):
+    """An edit named a relation ``from -[relationType]-> to`` that does not exist."""
+
+    def __init__(self, source: str, target: str, relation_type: str) -> None:
+        super().__init__(f"Relation {source} -[{relation_type}]-> {target} not found")
+        self.key = (source, target, relation_type)
 
 
 class Conflict(GraphError):
@@ -84,3 +94,17 @@ class LegacyFormatError(GraphError):
         self.line = line
         self.offset = offset
         self.reason = reason
+
+
+class SchemaError(GraphError):
+    """A typed-tool schema file that cannot be used; the message names the file and the problem.
+
+    Attributes:
+        path: the schema file (or the folder, for problems with the folder itself).
+        problem: what is wrong, without the file name.
+    """
+
+    def __init__(self, problem: str, *, path: str) -> None:
+        super().__init__(f"schema {path}: {problem}")
+        self.path = path
+        self.problem = problem

@@ -4,7 +4,8 @@ Each function takes an apsw connection that is already inside the call's transac
 and CLI open it through :class:`~graph_memory.store.Store`), runs plain SQL, and returns value
 objects. Raising any :class:`~graph_memory.errors.GraphError` rolls the whole call back, so a
 rejected batch writes nothing. Semantics follow ``INTERFACE.md``, which follows the reference
-server (``@modelcontextprotocol/server-memory``) wherever it defines them.
+server (``@modelcontextprotocol/server-memory``) wherever it defines them. ``search_nodes`` lives
+in :mod:`graph_memory.search`, built on the loaders here (``_load_entities``, ``_slice``).
 """
 
 from __future__ import annotations
@@ -12,16 +13,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import apsw
 
-from graph_memory.errors import Conflict, EntityNotFound, InvalidQuery
+from graph_memory.errors import Conflict, EntityNotFound, RelationNotFound
 from graph_memory.models import Entity, GraphSlice, Relation
-
-MAX_QUERY_LENGTH = 2048
-# Trigram index answers queries of at least this many characters (after lower-casing).
-TRIGRAM = 3
 
 
 def _unique(items: Iterable[str]) -> list[str]:
@@ -118,63 +115,6 @@ def open_nodes(conn: apsw.Connection, names: Sequence[str]) -> GraphSlice:
     relations that have at least one endpoint among them and their neighbors."""
     entities = _load_entities(conn, "WHERE e.name IN (SELECT value FROM json_each(?))", (_json(names),))
     return _slice(conn, entities)
-
-
-def search_substring(conn: apsw.Connection, query: str, limit: int | None = None) -> GraphSlice:
-    """Upstream's search, exactly: an entity matches when ``query.lower()`` is a substring of
-    ``name.lower()``, ``entityType.lower()`` or any ``observation.lower()`` (Python
-    ``str.lower()``, the reference server's rule; not casefold). Empty query matches everything.
-
-    The trigram FTS5 index finds candidates for queries of 3+ characters; shorter ones scan the
-    lower-cased search documents. Every candidate is then checked against the rule itself, so the
-    index can only make the search faster, never change its result.
-
-    Returns:
-        Matching entities in rowid order (the first ``limit`` when given), the relations with at
-        least one endpoint among them, and their neighbors.
-
-    Raises:
-        InvalidQuery: query longer than 2048 characters.
-    """
-    check_query(query)
-    needle = query.lower()
-    if len(needle) >= TRIGRAM:
-        rows = conn.execute("SELECT rowid FROM entity_fts WHERE entity_fts MATCH ? ORDER BY rowid",
-                            (fts_phrase(needle),))
-    else:
-        rows = conn.execute(
-            "SELECT entity_id FROM entity_search WHERE instr(name, ?1) OR instr(entity_type, ?1) "
-            "OR instr(observations, ?1) ORDER BY entity_id",
-            (needle,),
-        )
-    candidates = [row[0] for row in rows]
-    matched = [e for e in _entities_by_ids(conn, candidates) if entity_matches(e, needle)]
-    if limit is not None:
-        matched = matched[:limit]
-    return _slice(conn, matched)
-
-
-def entity_matches(entity: Entity, needle: str) -> bool:
-    """Upstream's match rule for an already lower-cased ``needle``."""
-    return (
-        needle in entity.name.lower()
-        or needle in entity.entity_type.lower()
-        or any(needle in o.lower() for o in entity.observations)
-    )
-
-
-def fts_phrase(text: str) -> str:
-    """``text`` as one FTS5 phrase (double quotes doubled), so no character is FTS syntax."""
-    return '"' + text.replace('"', '""') + '"'
-
-
-def check_query(query: str) -> None:
-    """Raises InvalidQuery for a query over 2048 characters."""
-    if len(query) > MAX_QUERY_LENGTH:
-        raise InvalidQuery(
-            f"query is {len(query)} characters long; the limit is {MAX_QUERY_LENGTH}. "
-            f"Search for a shorter distinctive part of it."
-        )
 
 
 # -- writing ------------------------------------------------------------------------------------
@@ -445,3 +385,120 @@ def update_observations(conn: apsw.Connection, updates: Sequence[ObservationUpda
         grouped.setdefault(update.entity_name, []).append(
             {"match": update.match, "replacement": update.replacement})
     return [{"entityName": name, "updatedObservations": items} for name, items in grouped.items()]
+
+
+# -- typed tools (graph_memory.typed) ------------------------------------------------------------
+
+
+def entity_type(conn: apsw.Connection, name: str) -> str | None:
+    """The entityType of the entity ``name``, or ``None`` when there is no such entity."""
+    row = conn.execute("SELECT entity_type FROM entities WHERE name = ?", (name,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixEdit:
+    """What :func:`set_observation_by_prefix` did: ``updated`` (``old`` was replaced in place),
+    ``added`` (no observation had the prefix) or ``unchanged`` (the entity already had ``new``)."""
+
+    kind: Literal["updated", "added", "unchanged"]
+    new: str
+    old: str | None = None
+
+
+def set_observation_by_prefix(conn: apsw.Connection, name: str, prefix: str, content: str) -> PrefixEdit:
+    """Make ``content`` the entity's observation for ``prefix`` (e.g. ``"Race: "``).
+
+    The first observation (in position order) starting with ``prefix`` is edited in place: it keeps
+    its id (position) and ``created_at``, ``updated_at`` is set, the search index follows. With no
+    such observation ``content`` is appended. Nothing changes when the entity already has
+    ``content``. Later observations with the same prefix are left as they are.
+
+    Raises:
+        EntityNotFound: the entity does not exist.
+    """
+    entity_id = _require_entity(conn, name)
+    if conn.execute("SELECT 1 FROM observations WHERE entity_id = ? AND content = ?",
+                    (entity_id, content)).fetchone() is not None:
+        return PrefixEdit("unchanged", content)
+    row = conn.execute(
+        "SELECT id, content FROM observations WHERE entity_id = ? AND substr(content, 1, length(?2)) = ?2 "
+        "ORDER BY id LIMIT 1",
+        (entity_id, prefix),
+    ).fetchone()
+    if row is None:
+        conn.execute("INSERT INTO observations (entity_id, content) VALUES (?, ?)", (entity_id, content))
+        return PrefixEdit("added", content)
+    conn.execute("UPDATE observations SET content = ?, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') "
+                 "WHERE id = ?", (content, row[0]))
+    return PrefixEdit("updated", content, str(row[1]))
+
+
+def delete_observations_by_prefix(conn: apsw.Connection, name: str, prefix: str) -> list[str]:
+    """Delete every observation of the entity ``name`` that starts with ``prefix``.
+
+    Returns:
+        The deleted observations, in position order.
+
+    Raises:
+        EntityNotFound: the entity does not exist.
+    """
+    entity_id = _require_entity(conn, name)
+    rows = conn.execute(
+        "DELETE FROM observations WHERE entity_id = ? AND substr(content, 1, length(?2)) = ?2 "
+        "RETURNING id, content",
+        (entity_id, prefix),
+    ).fetchall()
+    return [str(content) for _, content in sorted(rows)]
+
+
+def relations_from(conn: apsw.Connection, source: str, relation_type: str) -> list[Relation]:
+    """The relations ``source -[relation_type]-> *``, in rowid order."""
+    rows = conn.execute(
+        "SELECT from_name, to_name, relation_type, weight FROM relations "
+        "WHERE from_name = ? AND relation_type = ? ORDER BY id",
+        (source, relation_type),
+    )
+    return [Relation(*row) for row in rows]
+
+
+# -- relation weights ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WeightChange:
+    """One relation's weight before and after an evidence update."""
+
+    relation: Relation
+    previous: float
+    evidence: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"from", "to", "relationType", "previousWeight", "evidence", "weight"}`` (weights always shown)."""
+        return {"from": self.relation.source, "to": self.relation.target,
+                "relationType": self.relation.relation_type, "previousWeight": self.previous,
+                "evidence": self.evidence, "weight": self.relation.weight}
+
+
+def update_relation_weights(conn: apsw.Connection, items: Sequence[tuple[Relation, float]]) -> list[WeightChange]:
+    """Apply new evidence to existing relations: ``weight = (weight + evidence) / 2`` (MemoryMesh's rule).
+
+    ``items`` are ``(relation, evidence)`` pairs; only the relation's triple is used. They apply in
+    call order, so a relation named twice averages twice.
+
+    Raises:
+        RelationNotFound: a triple is not a relation (the whole call is refused).
+    """
+    changes: list[WeightChange] = []
+    for relation, evidence in items:
+        row = conn.execute(
+            "SELECT id, weight FROM relations WHERE from_name = ? AND to_name = ? AND relation_type = ?",
+            relation.key,
+        ).fetchone()
+        if row is None:
+            raise RelationNotFound(*relation.key)
+        previous = float(row[1])
+        weight = (previous + evidence) / 2
+        conn.execute("UPDATE relations SET weight = ? WHERE id = ?", (weight, row[0]))
+        changes.append(WeightChange(Relation(*relation.key, weight), previous, evidence))
+    return changes

@@ -173,6 +173,7 @@ def build_server(memory: Memory, *, extra_tools: tuple[ToolSpec, ...] = ()) -> S
         subscribers.remove(ctx.session, str(params.uri))
         return types.EmptyResult()
 
+    listen = ListenHandler(bus)
     server: Server[Any] = Server(
         SERVER_NAME,
         version=package_version(),
@@ -183,7 +184,8 @@ def build_server(memory: Memory, *, extra_tools: tuple[ToolSpec, ...] = ()) -> S
         on_read_resource=read_resource,
         on_subscribe_resource=subscribe,
         on_unsubscribe_resource=unsubscribe,
-        on_subscriptions_listen=ListenHandler(bus),
+        on_subscriptions_listen=listen,
     )
     server.graph_subscribers = subscribers  # type: ignore[attr-defined]  # for tests and HTTP mode
+    server.graph_listen = listen  # type: ignore[attr-defined]  # HTTP mode closes open listen streams on shutdown
     return server

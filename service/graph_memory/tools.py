@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 
-from graph_memory import graph
+from graph_memory import graph, search
 from graph_memory.errors import InvalidInput
-from graph_memory.models import Entity, GraphSlice, Relation
+from graph_memory.models import DEFAULT_WEIGHT, Entity, GraphSlice, Relation
 from graph_memory.settings import Settings
 from graph_memory.store import Store
 
@@ -55,6 +56,9 @@ RELATION_IN = _object(
     },
     ["from", "to", "relationType"],
 )
+WEIGHT_IN = {"type": "number", "minimum": 0, "maximum": 1,
+             "description": "Confidence in the relation, from 0 to 1 (default 1.0)"}
+RELATION_IN_WEIGHTED = _object({**RELATION_IN["properties"], "weight": WEIGHT_IN}, ["from", "to", "relationType"])
 ENTITY_OUT = _object(
     {"name": _str(), "entityType": _str(), "observations": _array(_str())},
     ["name", "entityType", "observations"],
@@ -98,6 +102,19 @@ class RelationArg(_Args):
     source: str = Field(alias="from")
     to: str
     relationType: str
+    weight: float | None = None   # None: the default, 1.0; only create_relations stores it
+
+    @field_validator("weight")
+    @classmethod
+    def _weight_in_range(cls, value: float | None) -> float | None:
+        if value is not None and not 0.0 <= value <= 1.0:   # also refuses NaN and infinities
+            raise PydanticCustomError("weight_range", "weight must be a number from 0 to 1 (got {value})",
+                                      {"value": value})
+        return value
+
+
+class EvidenceArg(RelationArg):
+    weight: float   # required here: the new evidence, in [0, 1]
 
 
 class ObservationsArg(_Args):
@@ -144,8 +161,14 @@ class UpdateObservationsArgs(_Args):
     updates: list[UpdateArg]
 
 
+class UpdateRelationsArgs(_Args):
+    relations: list[EvidenceArg]
+
+
 class SearchArgs(_Args):
     query: str
+    mode: Literal["substring", "words", "fts"] | None = None   # None: the default, substring
+    limit: int | None = Field(default=None, ge=1)
 
 
 class OpenArgs(_Args):
@@ -269,7 +292,8 @@ class Memory:
             lim.name(r.source, f"{what}.{i}.from")
             lim.name(r.to, f"{what}.{i}.to")
             lim.name(r.relationType, f"{what}.{i}.relationType")
-        return [Relation(r.source, r.to, r.relationType) for r in items]
+        return [Relation(r.source, r.to, r.relationType, DEFAULT_WEIGHT if r.weight is None else r.weight)
+                for r in items]
 
     def contents(self, name: str, contents: list[str], what: str) -> None:
         """Check limits on one entity name and its observation strings."""
@@ -348,6 +372,15 @@ def _update_observations(app: Memory, arguments: dict[str, Any]) -> Outcome:
     return Outcome(payload, payload, bool(results))
 
 
+def _update_relations(app: Memory, arguments: dict[str, Any]) -> Outcome:
+    args = parse_args(UpdateRelationsArgs, "update_relations", arguments)
+    relations = app.relations(args.relations)
+    items = [(r, r.weight) for r in relations]
+    changes = app.store.run_write(lambda conn: graph.update_relation_weights(conn, items))
+    payload = {"results": [c.to_dict() for c in changes]}
+    return Outcome(payload, payload, any(c.relation.weight != c.previous for c in changes))
+
+
 def _graph_outcome(result: GraphSlice) -> Outcome:
     payload = result.to_dict()
     return Outcome(payload, payload)
@@ -360,7 +393,8 @@ def _read_graph(app: Memory, arguments: dict[str, Any]) -> Outcome:
 
 def _search_nodes(app: Memory, arguments: dict[str, Any]) -> Outcome:
     args = parse_args(SearchArgs, "search_nodes", arguments)
-    return _graph_outcome(app.store.run_read(lambda conn: graph.search_substring(conn, args.query)))
+    mode: search.Mode = args.mode or "substring"
+    return _graph_outcome(app.store.run_read(lambda conn: search.search(conn, args.query, mode, args.limit)))
 
 
 def _open_nodes(app: Memory, arguments: dict[str, Any]) -> Outcome:
@@ -386,8 +420,9 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "create_relations",
         "Create directed relations between existing entities, phrased in active voice "
-        "(from -[relationType]-> to). Relations that already exist are skipped.",
-        _object({"relations": _array(RELATION_IN, "Relations to create")}, ["relations"]),
+        "(from -[relationType]-> to). Relations that already exist are skipped. Optional weight "
+        "(0 to 1, default 1.0) records how sure you are; update_relations adjusts it later.",
+        _object({"relations": _array(RELATION_IN_WEIGHTED, "Relations to create")}, ["relations"]),
         _object({"relations": _array(RELATION_OUT)}, ["relations"]),
         ADDITIVE,
         _create_relations,
@@ -453,6 +488,23 @@ TOOLS: tuple[ToolSpec, ...] = (
         _update_observations,
     ),
     ToolSpec(
+        "update_relations",
+        "Weigh new evidence for existing relations: each relation's weight (0 to 1) becomes "
+        "(weight + evidence) / 2, so repeated evidence moves it step by step. Reports the previous and "
+        "new weight. The whole call fails, changing nothing, if a relation does not exist.",
+        _object({"relations": _array(_object(
+            {**RELATION_IN["properties"],
+             "weight": {**WEIGHT_IN, "description": "New evidence from 0 (contradicts) to 1 (confirms)"}},
+            ["from", "to", "relationType", "weight"]), "Relations and the evidence for each, applied in order")},
+            ["relations"]),
+        _results_schema(_object(
+            {"from": _str(), "to": _str(), "relationType": _str(), "previousWeight": {"type": "number"},
+             "evidence": {"type": "number"}, "weight": {"type": "number"}},
+            ["from", "to", "relationType", "previousWeight", "evidence", "weight"])),
+        EDITING,
+        _update_relations,
+    ),
+    ToolSpec(
         "read_graph",
         "Read the entire knowledge graph: every entity and relation.",
         {"type": "object", "properties": {}},
@@ -462,9 +514,22 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "search_nodes",
-        "Find entities whose name, type or any observation contains the query (case-insensitive "
-        "substring, like the reference server). Returns them with their relations and neighbors.",
-        _object({"query": _str("Text to find in entity names, types and observations")}, ["query"]),
+        "Find entities by text in their name, type or observations (case-insensitive); returns them "
+        "with the relations touching them and their neighbors. mode 'substring' (default, the reference "
+        "server's rule) needs the whole query verbatim: use it for a name or an exact phrase. mode "
+        "'words' needs every word somewhere in the entity, in any order, best matches first: use it for "
+        "keywords like 'Alice coffee preference'. mode 'fts' takes SQLite FTS5 syntax (\"exact phrase\", "
+        "AND/OR/NOT, NEAR(a b), name:/entityType:/observations: filters; terms of 3+ characters), ranked. "
+        "limit caps the number of entities.",
+        _object({
+            "query": _str("Text to find in entity names, types and observations"),
+            "mode": {"type": "string", "enum": list(search.MODES), "default": "substring",
+                     "description": "substring (default): whole query verbatim; words: every word, any "
+                                    "order, ranked; fts: FTS5 query syntax, ranked"},
+            "limit": {"type": "integer", "minimum": 1,
+                      "description": "Return at most this many entities (best first in ranked modes); "
+                                     "no limit returns every match"},
+        }, ["query"]),
         GRAPH_OUT,
         READ_ONLY,
         _search_nodes,

@@ -1,0 +1,425 @@
+"""Streamable HTTP transport: MCP at ``/mcp``, probes at ``/healthz`` and ``/readyz``.
+
+The app is the SDK's ``Server.streamable_http_app`` (stateful sessions, so handshake-era
+``resources/subscribe`` notifications reach their sessions; 2026-07-28 requests are sessionless
+either way) with two routes of ours added, wrapped in two small pure-ASGI layers (no
+``BaseHTTPMiddleware``, which would buffer the SSE streams)::
+
+    AccessLog ─▶ BearerAuth ─▶ Starlette ─┬─ /mcp     SDK transport: body cap (413), Host (421) and
+                                          │           Origin (403) checks, then MCP
+                                          ├─ /healthz 200 "ok" while the process serves
+                                          └─ /readyz  200 when the database answers and every
+                                                      migration is applied, else 503 + reason
+
+* DNS-rebinding protection is always on, also when bound to ``0.0.0.0``: the SDK checks ``Host``
+  and ``Origin`` of ``/mcp`` requests against ``MEMORY_ALLOWED_HOSTS`` / ``MEMORY_ALLOWED_ORIGINS``
+  (localhost forms by default). The probe routes are plain Starlette routes, which the SDK does not
+  Host-check, so kubelet probes addressed to the pod IP pass.
+* ``MEMORY_HTTP_TOKEN`` set: every path except the probes needs ``Authorization: Bearer <token>``
+  (compared in constant time); otherwise 401 with ``WWW-Authenticate: Bearer``.
+* uvicorn runs here with ``log_config=None`` and its access log off; :class:`AccessLog` writes one
+  structlog line per request (method, path without query, status, duration) to stderr. Nothing is
+  written to stdout.
+* SIGTERM/SIGINT, in this order: stop accepting connections; end every 2026-07-28
+  ``subscriptions/listen`` stream gracefully (the client gets the stream's final result); wait
+  until no other request is in flight (at most :data:`GRACEFUL_SHUTDOWN_SECONDS`), so calls being
+  served finish and their answers reach the client; then end the handshake-era SSE streams (the
+  sessions' GET streams; sse-starlette's own "end every stream on the signal" hook is switched off
+  while we serve, as it would also cut the SSE answer of a call still in flight); then uvicorn's
+  own shutdown (bounded by :data:`STREAM_CLOSE_SECONDS`) and the lifespan exit, which ends the
+  SDK's sessions. :func:`serve_http` then returns normally (exit status 0) and the caller closes
+  the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import json
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Final
+
+import uvicorn
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from graph_memory import migrations
+from graph_memory.errors import GraphError, MigrationError
+from graph_memory.logs import get_logger
+
+if TYPE_CHECKING:
+    from graph_memory.settings import Settings
+    from graph_memory.store import Store
+
+MCP_PATH: Final = "/mcp"
+HEALTH_PATH: Final = "/healthz"
+READY_PATH: Final = "/readyz"
+PUBLIC_PATHS: Final = frozenset({HEALTH_PATH, READY_PATH})
+MAX_REQUEST_BODY_BYTES: Final = 4 * 1024 * 1024
+"""Largest accepted ``/mcp`` request body (the SDK's default, applied explicitly); larger → 413."""
+GRACEFUL_SHUTDOWN_SECONDS: Final = 10
+"""How long shutdown waits for in-flight calls before ending the remaining streams."""
+STREAM_CLOSE_SECONDS: Final = 5
+"""How long uvicorn then waits for connections to close before cancelling their tasks."""
+
+log = get_logger("graph_memory.http")
+
+
+# -- probes ---------------------------------------------------------------------------------------
+
+
+def readiness(store: Store, known: list[migrations.Migration] | None = None) -> tuple[bool, str, int | None]:
+    """Whether the store can serve: the connection answers and no migration is pending.
+
+    Runs on the event-loop thread, like every tool call, so it never shares the connection with
+    another thread. The reason is short and names no file (the probe is unauthenticated); the full
+    error goes to the log.
+
+    Returns:
+        ``(ready, reason, schema_version)``.
+    """
+    try:
+        state = migrations.status(store.conn, str(store.path), known)
+    except MigrationError as exc:
+        log.warning("not_ready", reason=str(exc))
+        return False, "the database's migration history does not match this graph-memory version", None
+    except Exception as exc:  # apsw errors, a closed connection, …
+        log.warning("not_ready", reason=repr(exc))
+        return False, "database unavailable", None
+    if state.pending:
+        return False, f"{len(state.pending)} migration(s) pending", state.version
+    return True, "ready", state.version
+
+
+def _probe_routes(store: Store) -> list[Route]:
+    known = migrations.load_migrations()
+
+    async def healthz(request: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    async def readyz(request: Request) -> Response:
+        ready, reason, version = readiness(store, known)
+        if ready:
+            return JSONResponse({"status": "ready", "schemaVersion": version})
+        return JSONResponse({"status": "unavailable", "reason": reason}, status_code=503)
+
+    return [Route(HEALTH_PATH, healthz, methods=["GET"]), Route(READY_PATH, readyz, methods=["GET"])]
+
+
+# -- ASGI layers ----------------------------------------------------------------------------------
+
+
+class BearerAuth:
+    """Require ``Authorization: Bearer <token>`` on every HTTP request outside ``public_paths``.
+
+    The presented token and the expected one are hashed first and the digests compared with
+    :func:`hmac.compare_digest`, so neither the content nor the length of the token leaks through
+    timing. A refused request gets 401 with ``WWW-Authenticate: Bearer`` and is never passed on.
+    """
+
+    def __init__(self, app: ASGIApp, token: str, public_paths: frozenset[str] = PUBLIC_PATHS) -> None:
+        self.app = app
+        self._expected = hashlib.sha256(token.encode("utf-8")).digest()
+        self._public = public_paths
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan" or scope.get("path") in self._public:
+            await self.app(scope, receive, send)
+            return
+        presented = _bearer_token(scope)
+        if presented is not None and hmac.compare_digest(hashlib.sha256(presented).digest(), self._expected):
+            await self.app(scope, receive, send)
+            return
+        await _unauthorized(send, invalid=presented is not None)
+
+
+def _bearer_token(scope: Scope) -> bytes | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            scheme, _, token = value.partition(b" ")
+            if scheme.lower() == b"bearer" and token.strip():
+                return bytes(token.strip())
+            return None
+    return None
+
+
+async def _unauthorized(send: Send, *, invalid: bool) -> None:
+    if invalid:
+        challenge = b'Bearer realm="graph-memory", error="invalid_token"'
+        body = {"error": "invalid_token", "error_description": "The bearer token is not valid."}
+    else:
+        challenge = b'Bearer realm="graph-memory"'
+        body = {"error": "unauthorized", "error_description": "Send 'Authorization: Bearer <token>'."}
+    payload = json.dumps(body).encode("utf-8")
+    await send({"type": "http.response.start", "status": 401, "headers": [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(payload)).encode("ascii")),
+        (b"www-authenticate", challenge),
+    ]})
+    await send({"type": "http.response.body", "body": payload})
+
+
+class AccessLog:
+    """One structlog line per HTTP request when it ends: method, path (no query string, no
+    headers, so no token), status, duration in ms, client address. Successful probe requests log
+    at debug, so kubelet's polling does not drown the log. A streamed response the app left
+    unfinished (sse-starlette's stream end at shutdown) gets its terminating empty chunk here.
+
+    Also counts the open standing SSE streams of handshake-era sessions (``GET /mcp``) in
+    :attr:`streams` and every other request in flight in :attr:`in_flight`: shutdown waits for
+    ``in_flight`` to reach zero before it ends the streams.
+    """
+
+    def __init__(self, app: ASGIApp, public_paths: frozenset[str] = PUBLIC_PATHS) -> None:
+        self.app = app
+        self._public = public_paths
+        self.in_flight = 0
+        self.streams = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        stream = scope.get("method") == "GET" and scope.get("path") == MCP_PATH
+        if stream:
+            self.streams += 1
+        else:
+            self.in_flight += 1
+        try:
+            await self._logged(scope, receive, send)
+        finally:
+            if stream:
+                self.streams -= 1
+            else:
+                self.in_flight -= 1
+
+    async def _logged(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = time.perf_counter()
+        status: int | None = None
+        complete = False
+
+        async def send_status(message: Message) -> None:
+            nonlocal status, complete
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                complete = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+            if status is not None and not complete:
+                # An SSE stream ended at shutdown without its final chunk: end it properly.
+                with contextlib.suppress(Exception):
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except BaseException:
+            if status is None:
+                status = 500
+            raise
+        finally:
+            client = scope.get("client")
+            fields = {
+                "method": scope.get("method"),
+                "path": scope.get("path"),
+                "status": status,
+                "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+                "client": client[0] if client else None,
+            }
+            if status == 200 and scope.get("path") in self._public:
+                log.debug("http_request", **fields)
+            else:
+                log.info("http_request", **fields)
+
+
+# -- app and server -------------------------------------------------------------------------------
+
+
+def build_app(server: Any, store: Store, settings: Settings) -> AccessLog:
+    """The complete ASGI app: the SDK's streamable-HTTP app plus probes, auth and access log.
+
+    Args:
+        server: the low-level MCP server from :func:`graph_memory.server.build_server`.
+        store: the open store the server works on (``/readyz`` checks it).
+        settings: HTTP host, token, allowed hosts and origins come from here.
+    """
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=list(settings.allowed_hosts),
+        allowed_origins=list(settings.allowed_origins),
+    )
+    app: ASGIApp = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        host=settings.http_host,
+        transport_security=security,
+        stateless_http=False,  # handshake-era notifications need the session's GET stream
+        json_response=False,
+        max_request_body_size=MAX_REQUEST_BODY_BYTES,
+        custom_starlette_routes=_probe_routes(store),
+        debug=False,  # 500s carry no traceback
+    )
+    token = _token(settings)
+    if token is not None:
+        app = BearerAuth(app, token)
+    return AccessLog(app)
+
+
+def _token(settings: Settings) -> str | None:
+    """``MEMORY_HTTP_TOKEN``, or None when unset or empty."""
+    value = settings.http_token.get_secret_value() if settings.http_token is not None else ""
+    return value or None
+
+
+def listen_streams_closer(server: Any) -> Callable[[], None]:
+    """A callable that gracefully ends every open ``subscriptions/listen`` stream (the handler
+    ``build_server`` exposes as ``server.graph_listen``); a no-op when there is none."""
+    listen = getattr(server, "graph_listen", None)
+    close = getattr(listen, "close", None)
+    return close if callable(close) else (lambda: None)
+
+
+@contextlib.contextmanager
+def _sse_drain_control() -> Iterator[Callable[[], None]]:
+    """Take over sse-starlette's shutdown hook while serving.
+
+    By default sse-starlette ends every ``EventSourceResponse`` as soon as uvicorn sees the
+    signal, which also cuts the SSE answer of a handshake-era call still in flight. Switched off
+    here; the yielded callable ends the streams when we choose. Restored afterwards (the flags are
+    process-wide), so another server in the same process starts clean.
+    """
+    try:
+        from sse_starlette.sse import AppStatus
+    except ImportError:  # the SDK no longer uses sse-starlette: nothing to coordinate
+        yield lambda: None
+        return
+    was_enabled = AppStatus.enable_automatic_graceful_drain
+    AppStatus.enable_automatic_graceful_drain = False
+
+    def end_streams() -> None:
+        AppStatus.should_exit = True
+
+    try:
+        yield end_streams
+    finally:
+        AppStatus.should_exit = False
+        AppStatus.enable_automatic_graceful_drain = was_enabled
+
+
+class GracefulServer(uvicorn.Server):
+    """uvicorn's server with the shutdown order of this module's docstring; signals end it
+    without being re-raised afterwards (a SIGTERM stop is a normal return, so the caller's
+    cleanup runs and the exit status is 0); the bound address is logged once listening."""
+
+    def __init__(self, config: uvicorn.Config, front: AccessLog | None,
+                 on_shutdown: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._front = front
+        self._on_shutdown = on_shutdown
+        self._end_sse_streams: Callable[[], None] = lambda: None
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        handled = (signal.SIGINT, signal.SIGTERM)
+        original = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
+        try:
+            yield
+        finally:
+            for sig, handler in original.items():
+                signal.signal(sig, handler)
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        with _sse_drain_control() as end_sse_streams:
+            self._end_sse_streams = end_sse_streams
+            await super().serve(sockets)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            bound = [sock.getsockname()[:2] for srv in self.servers for sock in (srv.sockets or ())]
+            log.info("http_listening", addresses=[f"{h}:{p}" for h, p in bound], path=MCP_PATH)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        front = self._front
+        log.info("http_stopping", connections=len(self.server_state.connections),
+                 in_flight=front.in_flight if front else None, streams=front.streams if front else None)
+        for srv in self.servers:
+            srv.close()  # no new connections from here on
+        try:
+            self._on_shutdown()
+        except Exception:
+            log.exception("listen_streams_close_failed")
+        await self._wait_for_calls()
+        self._end_sse_streams()
+        await super().shutdown(sockets)
+
+    async def _wait_for_calls(self) -> None:
+        if self._front is None:
+            return
+        deadline = time.monotonic() + GRACEFUL_SHUTDOWN_SECONDS
+        while self._front.in_flight > 0 and not self.force_exit:
+            if time.monotonic() >= deadline:
+                log.warning("shutdown_calls_unfinished", in_flight=self._front.in_flight)
+                return
+            await asyncio.sleep(0.02)
+
+
+def build_uvicorn(app: ASGIApp, settings: Settings, *, on_shutdown: Callable[[], None] = lambda: None
+                  ) -> GracefulServer:
+    """A uvicorn server for ``app`` on ``settings.http_host:http_port``: logging left to our
+    structlog setup (``log_config=None``, own access log), lifespan on (it runs the SDK's session
+    manager), bounded graceful shutdown, no ``Server`` header.
+
+    ``on_shutdown`` runs when shutdown starts (:func:`serve_http` passes the closer of the listen
+    streams). When ``app`` is an :class:`AccessLog`, shutdown waits for its in-flight calls.
+    """
+    config = uvicorn.Config(
+        app,
+        host=settings.http_host,
+        port=settings.http_port,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        ws="none",
+        server_header=False,
+        timeout_graceful_shutdown=STREAM_CLOSE_SECONDS,
+    )
+    front = app if isinstance(app, AccessLog) else None
+    return GracefulServer(config, front, on_shutdown)
+
+
+def serve_http(server: Any, store: Store, settings: Settings) -> None:
+    """Serve MCP over streamable HTTP until SIGTERM/SIGINT, then return (the caller closes the store).
+
+    Raises:
+        GraphError: the server could not start (address in use, permission denied, …); the
+            cause is in the log.
+    """
+    if _token(settings) is None and settings.http_host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning("http_without_token", host=settings.http_host,
+                    hint="set MEMORY_HTTP_TOKEN when /mcp is reachable from other machines or pods")
+    app = build_app(server, store, settings)
+    uv = build_uvicorn(app, settings, on_shutdown=listen_streams_closer(server))
+    log.info("http_starting", host=settings.http_host, port=settings.http_port,
+             auth="none" if _token(settings) is None else "bearer",
+             allowed_hosts=list(settings.allowed_hosts))
+    try:
+        uv.run()
+    except SystemExit as exc:  # uvicorn exits on bind or lifespan-startup failure (already logged)
+        raise GraphError(
+            f"the HTTP server could not start on {settings.http_host}:{settings.http_port} "
+            f"(exit {exc.code}); see the log line before this one"
+        ) from None
+    if not uv.started:
+        raise GraphError(f"the HTTP server did not start on {settings.http_host}:{settings.http_port}; "
+                         f"see the log for the cause")
