@@ -17,10 +17,6 @@ from graph_memory.server import build_server
 from graph_memory.store import Store
 from graph_memory.tools import Memory
 
-REPO = Path(__file__).resolve().parents[1]
-UPSTREAM_SAMPLE = REPO.parent / "shared" / "data" / "upstream-memory.jsonl"
-UPSTREAM_TOOLS = REPO.parent / "shared" / "docs" / "upstream-tools.json"
-
 configure_logging("warning", "console")
 
 
@@ -77,10 +73,3 @@ async def legacy_client(server: Any) -> AsyncIterator[Any]:
 
     async with Client(server, mode="legacy") as c:
         yield c
-
-
-def sample_path() -> Path:
-    """The reference server's real memory file in shared/ (skips the test when absent)."""
-    if not UPSTREAM_SAMPLE.exists():
-        pytest.skip(f"{UPSTREAM_SAMPLE} not present")
-    return UPSTREAM_SAMPLE

@@ -3,7 +3,21 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+UPSTREAM_SAMPLE = REPO.parent / "shared" / "data" / "upstream-memory.jsonl"
+UPSTREAM_TOOLS = REPO.parent / "shared" / "docs" / "upstream-tools.json"
+
+
+def sample_path() -> Path:
+    """The reference server's real memory file in shared/ (skips the test when absent)."""
+    if not UPSTREAM_SAMPLE.exists():
+        pytest.skip(f"{UPSTREAM_SAMPLE} not present")
+    return UPSTREAM_SAMPLE
 
 
 async def call(client: Any, tool: str, arguments: dict[str, Any]) -> Any:

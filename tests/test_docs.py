@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import REPO
+from helpers import REPO
 
 from graph_memory.settings import Settings
 from graph_memory.tools import TOOLS

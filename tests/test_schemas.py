@@ -8,7 +8,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from conftest import UPSTREAM_TOOLS
+from helpers import UPSTREAM_TOOLS
 
 pytestmark = pytest.mark.anyio
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import sample_path
+from helpers import sample_path
 
 EXE = Path(sys.executable).with_name("graph-memory")
 

@@ -19,7 +19,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from conftest import REPO
+from helpers import REPO
 from graph_memory import cli
 from graph_memory.errors import SchemaError
 from graph_memory.server import build_server

@@ -3,22 +3,40 @@
 Every deliberate failure (:class:`~graph_memory.errors.GraphError`, invalid settings) becomes
 one message on stderr and exit status 1 here; nothing else prints tracebacks at users. Heavy
 imports (the mcp SDK, uvicorn) happen only in the subcommands that need them, so the data tools
-start fast. Stdout carries only the protocol (``serve`` on stdio) or the command's output.
+start fast. Stdout carries only the protocol (``serve`` on stdio) or the command's result; logs,
+progress bars and errors go to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from graph_memory.errors import GraphError, LegacyFormatError
 
 if TYPE_CHECKING:
+    from graph_memory.backup import GraphCounts
+    from graph_memory.importer import ImportReport
     from graph_memory.settings import Settings
+    from graph_memory.store import Store
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PENDING = 0, 1, 2, 3
+# A progress bar appears only for work lasting longer than this (seconds), and only on a terminal.
+PROGRESS_DELAY = 0.5
+# The human import report lists at most this many skipped or invalid lines (--json lists all).
+_LISTED_LINES = 50
+
+EXIT_STATUS_HELP = """\
+exit status:
+  0  success (migrate: up to date, or the pending migrations were applied)
+  1  refused or failed; the message on stderr says why and what to do
+  2  usage error (unknown command or option)
+  3  migrate --check: migrations are pending
+"""
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -44,14 +62,71 @@ def _settings(args: argparse.Namespace) -> Settings:
     return settings
 
 
+class _Bar:
+    """A tqdm bar on stderr, silent when stderr is not a terminal (``disable=None``) or the work
+    ends within :data:`PROGRESS_DELAY`. Serves as the importer's Progress and backup's callback."""
+
+    def __init__(self, total: int | None, desc: str, unit: str) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=None, delay=PROGRESS_DELAY,
+                        leave=False, dynamic_ncols=True, unit_scale=True)
+
+    def advance(self, items: int) -> None:
+        self.bar.update(items)
+
+    def phase(self, name: str) -> None:
+        self.bar.set_description_str(name)
+
+    def pages(self, done: int, total: int) -> None:
+        self.bar.total = total
+        self.bar.update(done - self.bar.n)
+
+    def __enter__(self) -> _Bar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.close()
+
+
+def _existing_database(settings: Settings) -> Path:
+    """The database path, refused when no file is there (read-only commands never create one)."""
+    path = settings.database_path
+    if not path.is_file():
+        raise GraphError(f"no database at {path}; set MEMORY_FILE_PATH (or --database) to the database file")
+    return path
+
+
+def _open_current(settings: Settings) -> Store:
+    """Open an existing database without migrating it (export, dry runs). One with older
+    migrations applied is refused (this code reads the current schema only); one with none
+    applied yet has no graph tables and reads as empty."""
+    from graph_memory import migrations
+    from graph_memory.store import Store
+
+    path = _existing_database(settings)
+    store = Store.open(path, busy_timeout_ms=settings.busy_timeout_ms, migrate=False)
+    try:
+        state = migrations.status(store.conn, str(store.path))
+        if state.pending and state.version > 0:
+            raise GraphError(f"database {path} has {len(state.pending)} pending migration(s); "
+                             f"run 'graph-memory migrate' first")
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Open the database (migrating it, importing a legacy file on first start), then serve MCP."""
     settings = _settings(args)
     from graph_memory.importer import first_start_import
     from graph_memory.logs import get_logger
     from graph_memory.store import Store
+    from graph_memory.typed import load_typed_tools
 
     log = get_logger("graph_memory.cli")
+    typed_tools = load_typed_tools(settings.schemas_dir)   # an invalid schema stops here, before the database
     store = Store.open(settings.database_path, busy_timeout_ms=settings.busy_timeout_ms)
     try:
         try:
@@ -65,7 +140,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from graph_memory.server import build_server
         from graph_memory.tools import Limits, Memory
 
-        server = build_server(Memory(store, Limits.from_settings(settings)))
+        server = build_server(Memory(store, Limits.from_settings(settings)), extra_tools=typed_tools)
         log.info("server_starting", transport=settings.transport, database=str(store.path))
         if settings.transport == "http":
             from graph_memory.http import serve_http
@@ -106,86 +181,306 @@ def cmd_healthcheck(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_import(args: argparse.Namespace) -> int:
-    """Merge an upstream JSONL/JSON file into the database."""
-    settings = _settings(args)
-    import json
+# -- import / export -----------------------------------------------------------------------------
 
-    from graph_memory.importer import import_file
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Merge an upstream JSONL/JSON file into the database (or, with --dry-run, report only)."""
+    settings = _settings(args)
+    from graph_memory.importer import load_graph, plan_graph
+    from graph_memory.legacy import read_legacy
     from graph_memory.store import Store
 
-    store = Store.open(settings.database_path, busy_timeout_ms=settings.busy_timeout_ms)
+    # Read the whole file first: a refused file never opens (or creates) the database.
     try:
-        report = import_file(store, args.file, skip_invalid=args.skip_invalid, dry_run=args.dry_run)
-    finally:
-        store.close()
+        legacy = read_legacy(args.file, skip_invalid=args.skip_invalid)
+    except LegacyFormatError as exc:
+        hint = "" if args.skip_invalid else (
+            "; fix that line, or pass --skip-invalid to import every other line (the bad ones are listed)")
+        raise GraphError(f"{exc}. Nothing was imported{hint}") from exc
+    path = settings.database_path
+    if args.dry_run:
+        store = _open_current(settings) if path.is_file() else None
+        try:  # no database (or no tables yet): everything would be new
+            compare = store if store is not None and _has_graph_tables(store) else None
+            report = plan_graph(compare, legacy, source=args.file, database=str(path))
+        finally:
+            if store is not None:
+                store.close()
+    else:
+        store = Store.open(path, busy_timeout_ms=settings.busy_timeout_ms)
+        try:
+            with _Bar(len(legacy.entities) + len(legacy.relations), "importing", "item") as bar:
+                report = load_graph(store, legacy, source=args.file, progress=bar)
+        finally:
+            store.close()
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
     else:
-        verb = "would import" if report.dry_run else "imported"
-        print(f"{verb} {args.file} into {store.path}: {report.entities_created} entities created, "
-              f"{report.entities_merged} merged, {report.observations_added} observations added, "
-              f"{report.relations_created} relations created, {report.relations_skipped} already present")
-        for line, reason in report.invalid_lines:
-            print(f"  skipped invalid line {line}: {reason}")
-        for line, reason in report.skipped_lines:
-            print(f"  skipped line {line}: {reason}")
+        _print_import(report)
     return EXIT_OK
+
+
+def _has_graph_tables(store: Store) -> bool:
+    query = "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'entities'"
+    return store.conn.execute(query).fetchone() is not None
+
+
+def _print_import(report: ImportReport) -> None:
+    f = report.file
+    if report.dry_run:
+        print(f"dry run, nothing was written: importing {report.source} into {report.database} would add")
+    else:
+        print(f"imported {report.source} into {report.database}:")
+    print(f"  entities:      {report.entities_created} created, {report.entities_merged} merged into existing "
+          f"ones ({report.type_conflicts} with another type there, which was kept)")
+    print(f"  observations:  {report.observations_added} added")
+    print(f"  relations:     {report.relations_created} created, {report.relations_skipped} already present")
+    print(f"  file:          {f['lines']} lines, {f['entities']} entities, {f['observations']} observations, "
+          f"{f['relations']} relations; {f['merged_entities']} duplicate entity lines merged, "
+          f"{f['collapsed_observations']} duplicate observations collapsed, {f['duplicate_relations']} duplicate "
+          f"relations dropped, {f['dangling_relations']} relations to entities not in the file kept, "
+          f"{f['unknown_keys']} unknown keys ignored")
+    for label, lines in (("skipped line", report.skipped_lines), ("invalid line (skipped)", report.invalid_lines)):
+        for number, reason in lines[:_LISTED_LINES]:
+            print(f"  {label} {number}: {reason}")
+        if len(lines) > _LISTED_LINES:
+            print(f"  … and {len(lines) - _LISTED_LINES} more {label}s (--json lists them all)")
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """Write the graph in the reference server's JSONL format to a file or stdout."""
+    """Write the graph in the reference server's JSONL format to a file (atomically) or stdout."""
     settings = _settings(args)
     from graph_memory import graph
+    from graph_memory.importer import export_file
     from graph_memory.legacy import write_legacy
-    from graph_memory.store import Store
+    from graph_memory.models import GraphSlice
 
-    store = Store.open(settings.database_path, busy_timeout_ms=settings.busy_timeout_ms)
+    store = _open_current(settings)
     try:
-        snapshot = store.run_read(graph.read_graph)
+        snapshot = store.run_read(graph.read_graph) if _has_graph_tables(store) else GraphSlice([], [])
     finally:
         store.close()
     if args.output in (None, "-"):
-        write_legacy(snapshot.entities, snapshot.relations, sys.stdout)
+        _write_stdout(lambda out: write_legacy(snapshot.entities, snapshot.relations, out))
+        where = "stdout"
     else:
-        with open(args.output, "w", encoding="utf-8", newline="\n") as out:
-            write_legacy(snapshot.entities, snapshot.relations, out)
+        output = Path(args.output).expanduser().absolute()
+        if output.exists() and output.samefile(store.path):
+            raise GraphError(f"{output} is the database itself; choose another output file")
+        export_file(output, snapshot.entities, snapshot.relations)
+        where = str(output)
+    weighted = sum(1 for r in snapshot.relations if r.weight != 1.0)
+    print(f"exported {len(snapshot.entities)} entities and {len(snapshot.relations)} relations to {where}",
+          file=sys.stderr)
+    if weighted:
+        print(f"note: {weighted} relation weights were not written (the reference format has no weight)",
+              file=sys.stderr)
     return EXIT_OK
 
 
+def _write_stdout(write: Callable[[Any], int]) -> None:
+    """Run ``write(stream)`` on stdout as UTF-8 with ``\\n`` line ends, whatever the locale or OS."""
+    import io
+
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:  # a replaced stdout without a byte layer
+        write(sys.stdout)
+        return
+    sys.stdout.flush()
+    out = io.TextIOWrapper(buffer, encoding="utf-8", newline="", write_through=False)
+    try:
+        write(out)
+        out.flush()
+    finally:
+        out.detach()
+
+
+# -- backup / stats / migrate ------------------------------------------------------------------
+
+
+def cmd_backup(args: argparse.Namespace) -> int:
+    """Copy the database with SQLite's online backup API, verified, while a server may run."""
+    settings = _settings(args)
+    from graph_memory.backup import backup_database
+
+    source = _existing_database(settings)
+    with _Bar(None, "backing up", "page") as bar:
+        result = backup_database(source, args.dest, force=args.force, busy_timeout_ms=settings.busy_timeout_ms,
+                                 progress=bar.pages)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        c = result.counts
+        print(result.path)
+        print(f"  {result.bytes} bytes, schema version {result.schema_version}, integrity ok; "
+              f"{c.entities} entities, {c.observations} observations, {c.relations} relations")
+    return EXIT_OK
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    """Counts, size and schema version of the database."""
+    settings = _settings(args)
+    from graph_memory import migrations
+    from graph_memory.backup import database_files, graph_counts
+    from graph_memory.store import Store
+
+    path = _existing_database(settings)
+    store = Store.open(path, busy_timeout_ms=settings.busy_timeout_ms, migrate=False)
+    try:
+        state = migrations.status(store.conn, str(path))
+        counts = store.run_read(graph_counts)
+    finally:
+        store.close()
+    files = database_files(path)
+    data: dict[str, Any] = {
+        "database": str(path),
+        "size_bytes": sum(files.values()),
+        "files": files,
+        "schema_version": state.version,
+        "pending_migrations": [m.name for m in state.pending],
+        **counts.to_dict(),
+    }
+    if args.json:
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+    else:
+        _print_stats(data, counts)
+    return EXIT_OK
+
+
+def _print_stats(data: dict[str, Any], counts: GraphCounts) -> None:
+    files = " + ".join(f"{name} {size}" for name, size in data["files"].items())
+    pending = data["pending_migrations"]
+    print(f"database:        {data['database']}")
+    print(f"size:            {data['size_bytes']} bytes ({_human_size(data['size_bytes'])}; {files})")
+    print(f"schema version:  {data['schema_version']}"
+          + (f" ({len(pending)} pending: {', '.join(pending)}; run 'graph-memory migrate')" if pending
+             else " (up to date)"))
+    print(f"entities:        {counts.entities}")
+    for kind, n in counts.entities_by_type.items():
+        print(f"  {n:>8}  {kind}")
+    print(f"observations:    {counts.observations}")
+    print(f"relations:       {counts.relations}"
+          + (f" ({counts.dangling_relations} to or from an entity that does not exist)"
+             if counts.dangling_relations else ""))
+    for kind, n in counts.relations_by_type.items():
+        print(f"  {n:>8}  {kind}")
+
+
+def _human_size(size: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    """Apply pending migrations, or with --check only report them (exit status 3 when pending)."""
+    settings = _settings(args)
+    import apsw
+
+    from graph_memory import migrations
+    from graph_memory.store import Store, translate
+
+    path = settings.database_path
+    if args.check and not path.is_file():
+        known = migrations.load_migrations()
+        print(f"{path} does not exist yet; {len(known)} migration(s) pending: {', '.join(m.name for m in known)}")
+        return EXIT_PENDING
+    store = Store.open(path, busy_timeout_ms=settings.busy_timeout_ms, migrate=False)
+    try:
+        state = migrations.status(store.conn, str(path))  # refuses an edited or newer database
+        if args.check:
+            if state.pending:
+                print(f"{path} is at schema version {state.version}; {len(state.pending)} migration(s) pending: "
+                      f"{', '.join(m.name for m in state.pending)}")
+                return EXIT_PENDING
+            print(f"{path} is up to date at schema version {state.version}")
+            return EXIT_OK
+        try:
+            applied = migrations.migrate(store.conn, str(path))
+        except apsw.Error as exc:
+            raise translate(exc, path) from exc
+        final = migrations.status(store.conn, str(path))
+    finally:
+        store.close()
+    for migration in applied:
+        print(f"applied {migration.name}")
+    print(f"{path} is up to date at schema version {final.version}")
+    return EXIT_OK
+
+
+# -- the parser --------------------------------------------------------------------------------
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (subcommands: serve, import, export, healthcheck)."""
+    """The argument parser (commands: serve, import, export, backup, stats, migrate, healthcheck)."""
     from graph_memory import package_version
 
     parser = argparse.ArgumentParser(
         prog="graph-memory",
         description="Knowledge-graph memory for AI assistants over MCP (SQLite + FTS5). "
                     "Without a command, serves MCP on the transport MEMORY_TRANSPORT names (stdio).",
+        epilog="The database is MEMORY_FILE_PATH (or --database). Results go to stdout; logs, progress and "
+               "errors to stderr.\n\n" + EXIT_STATUS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"graph-memory {package_version()}")
     parser.add_argument("--database", help="database file (overrides MEMORY_FILE_PATH)")
     parser.set_defaults(handler=cmd_serve)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # Every command also takes --database after its name; SUPPRESS keeps the top-level value otherwise.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--database", default=argparse.SUPPRESS, help="database file (overrides MEMORY_FILE_PATH)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
 
-    serve = sub.add_parser("serve", help="serve MCP (default command)")
+    def command(name: str, help: str, handler: Callable[[argparse.Namespace], int],
+                epilog: str | None = None) -> argparse.ArgumentParser:
+        cmd = sub.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".", parents=[common],
+                             epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+        cmd.set_defaults(handler=handler)
+        return cmd
+
+    serve = command("serve", "serve MCP (the default command)", cmd_serve)
     serve.add_argument("--transport", choices=["stdio", "http"], help="overrides MEMORY_TRANSPORT")
     serve.add_argument("--host", help="HTTP bind address (overrides MEMORY_HTTP_HOST)")
     serve.add_argument("--port", type=int, help="HTTP port (overrides MEMORY_HTTP_PORT)")
-    serve.set_defaults(handler=cmd_serve)
 
-    imp = sub.add_parser("import", help="merge a reference-server memory.jsonl/.json into the database")
+    imp = command("import", "merge a reference-server memory.jsonl/.json into the database", cmd_import,
+                  epilog="Existing entities gain the observations they lack (their type is kept); existing "
+                         "relations are skipped. One transaction: a refused file writes nothing.\n\n"
+                         "exit status: 0 imported (or dry run done), 1 refused (the line and reason on stderr)")
     imp.add_argument("file", help="the legacy file (read only, never modified)")
     imp.add_argument("--skip-invalid", action="store_true", help="skip and list bad lines instead of refusing")
     imp.add_argument("--dry-run", action="store_true", help="report what would happen; write nothing")
     imp.add_argument("--json", action="store_true", help="print the report as JSON")
-    imp.set_defaults(handler=cmd_import)
 
-    exp = sub.add_parser("export", help="write the graph as reference-server JSONL")
+    exp = command("export", "write the graph as reference-server JSONL", cmd_export,
+                  epilog="Entities then relations, one compact JSON object per line, as the reference server "
+                         "writes them. A file is replaced atomically (never left half-written).")
     exp.add_argument("-o", "--output", help="output file (default: stdout)")
-    exp.set_defaults(handler=cmd_export)
 
-    health = sub.add_parser("healthcheck", help="exit 0 when the database opens and is fully migrated")
-    health.set_defaults(handler=cmd_healthcheck)
+    bak = command("backup", "copy the database consistently, also while a server runs", cmd_backup,
+                  epilog="Uses SQLite's online backup API, then checks the copy (integrity_check and the "
+                         "search index). DEST may be a directory: the copy is then named "
+                         "<database>-YYYYmmdd-HHMMSS.db inside it.\n\n"
+                         "exit status: 0 copied and verified, 1 refused or failed (nothing left at DEST)")
+    bak.add_argument("dest", help="backup file, or a directory to put a time-stamped copy in")
+    bak.add_argument("--force", action="store_true", help="replace DEST if it exists")
+    bak.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    stats = command("stats", "show counts, size and schema version of the database", cmd_stats)
+    stats.add_argument("--json", action="store_true", help="print as JSON (for scripts)")
+
+    mig = command("migrate", "apply pending schema migrations (or just report them)", cmd_migrate,
+                  epilog="exit status:\n"
+                         "  0  up to date, or the pending migrations were applied\n"
+                         "  1  refused: the database was migrated by a newer graph-memory, an applied "
+                         "migration was edited, or the database cannot be opened\n"
+                         "  3  --check only: migrations are pending")
+    mig.add_argument("--check", action="store_true", help="only report; exit 3 when migrations are pending")
+
+    command("healthcheck", "exit 0 when the database opens and is fully migrated", cmd_healthcheck)
     return parser
 
 
@@ -197,6 +492,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except GraphError as exc:
         print(f"graph-memory: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except BrokenPipeError:  # e.g. `graph-memory export | head`: the reader left, nothing to report
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130

@@ -45,6 +45,7 @@ __all__ = [
 
 _JSON_WS = " \t\r\n"
 _BOM = "\ufeff"
+_SQLITE_HEADER = b"SQLite format 3\x00"
 _DECODER = json.JSONDecoder(strict=False)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _ENTITY_FIELDS = ("name", "entityType", "observations")
@@ -240,6 +241,7 @@ class _Builder:
         graph.lines = lines
         graph.entities = list(self.entities.values())
         graph.relations = list(self.relations.values())
+        graph.invalid_lines.sort(key=lambda s: s.line)  # bad UTF-8 is found before the JSON
         names = self.entities
         graph.dangling_relations = sum(
             1 for r in graph.relations if r.source not in names or r.target not in names
@@ -360,6 +362,9 @@ def parse_legacy(data: bytes, *, skip_invalid: bool = False, path: str | None = 
 
     Rules: docs/INTERFACE.md "Legacy JSONL" and the reference server's ``loadGraph``.
     """
+    if data.startswith(_SQLITE_HEADER):
+        raise LegacyFormatError("this is a SQLite database, not a reference-server memory file; "
+                                "use 'graph-memory backup' to copy a database", path=path)
     builder = _Builder(skip_invalid, path)
     try:
         text = data.decode("utf-8")

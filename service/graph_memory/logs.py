@@ -56,7 +56,7 @@ def configure_logging(level: str = "info", fmt: Literal["json", "console"] = "js
     root.setLevel(numeric)
     # The SDK logs every request at INFO; keep it quieter unless debugging.
     if numeric > logging.DEBUG:
-        for noisy in ("mcp", "httpx", "uvicorn.error"):
+        for noisy in ("mcp", "httpx", "httpx2", "uvicorn.error"):
             logging.getLogger(noisy).setLevel(max(numeric, logging.WARNING))
 
 

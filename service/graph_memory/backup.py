@@ -1,0 +1,287 @@
+"""Copying and inspecting a database file: ``graph-memory backup`` and ``graph-memory stats``.
+
+A backup uses SQLite's online backup API (through apsw), so it is a consistent snapshot even while
+a server writes: when another connection changes the source between two steps, SQLite restarts the
+copy, and after a few restarts the rest is copied in one step (one read snapshot; in WAL mode that
+blocks no writer). The copy is written to a temporary file beside the destination, verified
+(``PRAGMA integrity_check`` and every FTS5 index's own integrity check) and only then renamed into
+place; an existing destination is replaced only when asked (``force``). Nothing is written to the
+source (its connection only reads; like any last connection, it checkpoints the WAL on close).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from graph_memory.errors import GraphError, StoreError
+from graph_memory.importer import fsync_directory
+
+# Pages copied per backup step (4 MiB at the default page size) between chances for writers.
+PAGES_PER_STEP = 1024
+# Restarts (the source changed between steps) tolerated before copying the rest in one step.
+_MAX_RESTARTS = 3
+_BUSY_RETRIES = 50
+
+
+@dataclass(slots=True)
+class GraphCounts:
+    """Row counts of a graph database; ``*_by_type`` are ordered by count, then type."""
+
+    entities: int = 0
+    observations: int = 0
+    relations: int = 0
+    dangling_relations: int = 0       # relations with an endpoint that is not an entity
+    entities_by_type: dict[str, int] = field(default_factory=dict)
+    relations_by_type: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "entities": self.entities,
+            "entities_by_type": self.entities_by_type,
+            "observations": self.observations,
+            "relations": self.relations,
+            "relations_by_type": self.relations_by_type,
+            "dangling_relations": self.dangling_relations,
+        }
+
+
+def graph_counts(conn: apsw.Connection) -> GraphCounts:
+    """Count the graph's rows (run it inside one read transaction for a consistent picture).
+    A database without the graph tables (not migrated yet) counts as empty."""
+    if conn.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'entities'").fetchone() is None:
+        return GraphCounts()
+
+    def by_type(table: str, column: str) -> dict[str, int]:
+        return {kind: n for kind, n in conn.execute(
+            f"SELECT {column}, count(*) AS n FROM {table} GROUP BY {column} ORDER BY n DESC, {column}")}
+
+    entities = by_type("entities", "entity_type")
+    relations = by_type("relations", "relation_type")
+    return GraphCounts(
+        entities=sum(entities.values()),
+        observations=_scalar(conn, "SELECT count(*) FROM observations"),
+        relations=sum(relations.values()),
+        dangling_relations=_scalar(
+            conn, "SELECT count(*) FROM relations r "
+            "WHERE NOT EXISTS (SELECT 1 FROM entities WHERE name = r.from_name) "
+            "OR NOT EXISTS (SELECT 1 FROM entities WHERE name = r.to_name)"),
+        entities_by_type=entities,
+        relations_by_type=relations,
+    )
+
+
+def _scalar(conn: apsw.Connection, sql: str) -> Any:
+    row = conn.execute(sql).fetchone()
+    assert row is not None, sql
+    return row[0]
+
+
+def schema_version(conn: apsw.Connection) -> int:
+    """The highest applied migration id (0 when none), read without judging the history."""
+    if conn.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations'"
+                    ).fetchone() is None:
+        return 0
+    return int(_scalar(conn, "SELECT coalesce(max(id), 0) FROM schema_migrations"))
+
+
+def database_files(path: Path) -> dict[str, int]:
+    """Sizes in bytes of the database file and its write-ahead log, those that exist."""
+    sizes: dict[str, int] = {}
+    for candidate in (path, path.with_name(path.name + "-wal")):
+        try:
+            sizes[candidate.name] = candidate.stat().st_size
+        except FileNotFoundError:
+            continue
+    return sizes
+
+
+def integrity_problems(conn: apsw.Connection) -> list[str]:
+    """``PRAGMA integrity_check`` plus the integrity check of every FTS5 table (which compares an
+    external-content index with its content table). Empty when sound. No SQL function the
+    triggers need is required: nothing is written."""
+    problems = [row[0] for row in conn.execute("PRAGMA integrity_check") if row[0] != "ok"]
+    fts_tables = [name for (name,) in conn.execute(
+        "SELECT name FROM sqlite_schema WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%USING fts5%'")]
+    for name in fts_tables:
+        quoted = '"' + name.replace('"', '""') + '"'
+        try:
+            conn.execute(f"INSERT INTO {quoted} ({quoted}, rank) VALUES ('integrity-check', 1)")
+        except apsw.Error as exc:
+            problems.append(f"search index {name}: {exc}")
+    return problems
+
+
+@dataclass(slots=True)
+class BackupResult:
+    """A verified backup: where it is, how big, and what it holds."""
+
+    path: Path
+    source: Path
+    bytes: int
+    pages: int
+    restarts: int
+    schema_version: int
+    counts: GraphCounts
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": str(self.path), "source": str(self.source), "bytes": self.bytes, "pages": self.pages,
+                "schema_version": self.schema_version, "integrity": "ok", **self.counts.to_dict()}
+
+
+def destination(dest: str | os.PathLike[str], source: Path, now: datetime | None = None) -> Path:
+    """The backup file for ``dest``: ``dest`` itself, or ``<stem>-YYYYmmdd-HHMMSS.db`` (local
+    time) inside it when ``dest`` is a directory or ends with a path separator."""
+    text = os.fspath(dest)
+    target = Path(text).expanduser().absolute()
+    if target.is_dir() or text.endswith(("/", os.sep)):
+        stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
+        return target / f"{source.stem}-{stamp}.db"
+    return target
+
+
+def backup_database(source: str | os.PathLike[str], dest: str | os.PathLike[str], *, force: bool = False,
+                    busy_timeout_ms: int = 10_000, pages_per_step: int = PAGES_PER_STEP,
+                    progress: Callable[[int, int], None] | None = None) -> BackupResult:
+    """Copy the database ``source`` to ``dest`` (see :func:`destination`) and verify the copy.
+
+    Args:
+        force: replace an existing destination file (never the source itself).
+        progress: called with ``(pages copied, pages in total)`` after each step.
+
+    Raises:
+        StoreError: the source is missing, not SQLite or unreadable; the copy failed its
+            integrity check (it is deleted; the destination is left as it was).
+        GraphError: the destination exists (without ``force``), is the source, or cannot be written.
+    """
+    src_path = Path(source).expanduser().absolute()
+    if not src_path.is_file():
+        raise StoreError(f"no database at {src_path}; set MEMORY_FILE_PATH or --database to the database to back up")
+    target = destination(dest, src_path)
+    if target.exists():
+        if target.is_dir() or os.path.samefile(target, src_path):
+            raise GraphError(f"{target} is {'a directory' if target.is_dir() else 'the database itself'}; "
+                             f"choose another destination")
+        if not force:
+            raise GraphError(f"{target} already exists; choose another name, or pass --force to replace it")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        os.close(fd)
+    except OSError as exc:
+        raise GraphError(f"cannot write in {target.parent}: {exc.strerror or exc}") from exc
+    tmp = Path(tmp_name)
+    try:
+        pages, restarts = _copy(src_path, tmp, busy_timeout_ms, pages_per_step, progress)
+        version, counts = _verify(tmp, target)
+        os.chmod(tmp, src_path.stat().st_mode & 0o777)
+        _fsync(tmp)
+        _publish(tmp, target, force)
+    except BaseException:
+        for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
+            leftover.unlink(missing_ok=True)
+        raise
+    fsync_directory(target.parent)
+    return BackupResult(path=target, source=src_path, bytes=target.stat().st_size, pages=pages,
+                        restarts=restarts, schema_version=version, counts=counts)
+
+
+def _open_source(path: Path, busy_timeout_ms: int) -> apsw.Connection:
+    try:
+        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE)  # never CREATE
+        conn.set_busy_timeout(busy_timeout_ms)
+        conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()  # not SQLite fails here
+    except apsw.NotADBError as exc:
+        raise StoreError(f"{path} is not a SQLite database; nothing was copied") from exc
+    except apsw.Error as exc:
+        raise StoreError(f"cannot read database {path}: {exc}") from exc
+    return conn
+
+
+def _copy(src_path: Path, tmp: Path, busy_timeout_ms: int, pages_per_step: int,
+          progress: Callable[[int, int], None] | None) -> tuple[int, int]:
+    """Run the online backup into ``tmp``; returns ``(pages, restarts)``."""
+    src = _open_source(src_path, busy_timeout_ms)
+    try:
+        dst = apsw.Connection(str(tmp))
+        try:
+            with dst.backup("main", src, "main") as job:
+                steps = restarts = busy = 0
+                copied = 0
+                while not job.done:
+                    step = pages_per_step if restarts < _MAX_RESTARTS else -1
+                    try:
+                        job.step(step)
+                    except (apsw.BusyError, apsw.LockedError) as exc:
+                        busy += 1
+                        if busy > _BUSY_RETRIES:
+                            raise StoreError(f"database {src_path} stayed locked; try the backup again") from exc
+                        time.sleep(0.02 * min(busy, 10))
+                        continue
+                    steps += 1
+                    now_copied = job.page_count - job.remaining
+                    if not job.done and now_copied <= copied:
+                        restarts += 1  # the source changed: SQLite started over
+                    copied = now_copied
+                    if progress:
+                        progress(copied, job.page_count)
+                pages = job.page_count
+        finally:
+            dst.close()
+    except apsw.Error as exc:
+        raise StoreError(f"backup of {src_path} failed: {exc}") from exc
+    finally:
+        src.close()
+    return pages, restarts
+
+
+def _verify(tmp: Path, target: Path) -> tuple[int, GraphCounts]:
+    """Integrity-check the copy; returns its schema version and counts."""
+    conn = apsw.Connection(str(tmp), flags=apsw.SQLITE_OPEN_READWRITE)
+    try:
+        problems = integrity_problems(conn)
+        if problems:
+            raise StoreError(f"the copy for {target} failed its integrity check ({'; '.join(problems[:5])}); "
+                             f"it was deleted and {target} left as it was. Check the source with "
+                             f"'graph-memory stats' and 'sqlite3 <database> \"PRAGMA integrity_check\"'")
+        conn.execute("BEGIN")
+        try:
+            return schema_version(conn), graph_counts(conn)
+        finally:
+            conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _publish(tmp: Path, target: Path, force: bool) -> None:
+    """Rename the verified copy into place; without ``force`` never replace a file that appeared
+    meanwhile (a hard link fails when the name exists)."""
+    if force:
+        os.replace(tmp, target)
+        return
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        raise GraphError(f"{target} already exists; choose another name, or pass --force to replace it") from None
+    except OSError:  # no hard links on this file system
+        if target.exists():
+            raise GraphError(f"{target} already exists; choose another name, or pass --force to replace it") from None
+        os.replace(tmp, target)
+        return
+    tmp.unlink()

@@ -1,0 +1,445 @@
+"""The ``graph-memory`` command: help, backup, stats, migrate, output discipline, the real script.
+
+Commands run in process through ``cli.main`` (fast); a few run the installed console script in a
+subprocess to prove the real entry point.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+from graph_memory import backup, cli, graph, migrations
+from graph_memory.backup import backup_database
+from graph_memory.errors import GraphError, StoreError
+from graph_memory.importer import load_graph
+from graph_memory.legacy import LegacyGraph
+from graph_memory.logs import configure_logging
+from graph_memory.models import Entity, Relation
+from graph_memory.store import Store
+
+COMMANDS = {"serve", "import", "export", "backup", "stats", "migrate", "healthcheck"}
+SCRIPT = Path(sys.executable).with_name("graph-memory")
+
+
+@pytest.fixture(autouse=True)
+def _quiet_logs() -> Any:
+    yield
+    configure_logging("warning", "console")
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def seed(path: Path) -> None:
+    store = Store.open(path)
+    store.run_write(lambda c: graph.create_entities(c, [
+        Entity("Alice", "person", ["likes tea", "Zoë 🚀"]), Entity("Bob", "person", []),
+        Entity("Lyon", "place", ["in France"])]))
+    store.run_write(lambda c: graph.create_relations(c, [
+        Relation("Alice", "Bob", "knows"), Relation("Bob", "Alice", "knows"), Relation("Alice", "Lyon", "lives_in")]))
+    # a relation to a missing entity, as legacy files hold them (only an import writes one)
+    load_graph(store, LegacyGraph([], [Relation("Alice", "Ghost", "fears")]), source="test")
+    store.close()
+
+
+def read_db(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    store = Store.open(path, migrate=False)
+    try:
+        g = store.run_read(graph.read_graph)
+    finally:
+        store.close()
+    return [e.to_dict() for e in g.entities], [r.to_dict() for r in g.relations]
+
+
+# -- help -----------------------------------------------------------------------------------------
+
+
+def test_help_lists_every_command_and_the_exit_statuses(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    listed = set(re.findall(r"^    (\w+) ", out, flags=re.MULTILINE))
+    assert listed == COMMANDS
+    assert "exit status:" in out and "3  migrate --check" in out
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_has_its_own_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        cli.main([command, "--help"])
+    assert done.value.code == 0
+    assert f"usage: graph-memory {command}" in capsys.readouterr().out
+
+
+def test_migrate_help_documents_its_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["migrate", "--help"])
+    out = capsys.readouterr().out
+    assert re.search(r"0\s+up to date", out) and re.search(r"1\s+refused", out) and re.search(r"3\s+--check", out)
+
+
+def test_database_option_is_accepted_after_the_command_too(db_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    seed(db_path)
+    code, out, _ = run(capsys, "stats", "--json", "--database", str(db_path))
+    assert code == 0 and json.loads(out)["database"] == str(db_path)
+
+
+# -- stats ----------------------------------------------------------------------------------------
+
+
+def test_stats_json_has_counts_by_type_size_and_version(db_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    seed(db_path)
+    code, out, _ = run(capsys, "--database", str(db_path), "stats", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert list(data["relations_by_type"].items()) == [("knows", 2), ("fears", 1), ("lives_in", 1)]
+    assert data == {
+        "database": str(db_path),
+        "size_bytes": db_path.stat().st_size,
+        "files": {"memory.db": db_path.stat().st_size},
+        "schema_version": len(migrations.load_migrations()),
+        "pending_migrations": [],
+        "entities": 3,
+        "entities_by_type": {"person": 2, "place": 1},
+        "observations": 3,
+        "relations": 4,
+        "relations_by_type": {"knows": 2, "fears": 1, "lives_in": 1},
+        "dangling_relations": 1,
+    }
+
+
+def test_stats_size_includes_the_write_ahead_log_of_a_running_server(db_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    seed(db_path)
+    server = Store.open(db_path)  # an open connection keeps the WAL
+    try:
+        server.run_write(lambda c: graph.create_entities(c, [Entity("Carol", "person", ["x" * 5000])]))
+        wal = db_path.with_name("memory.db-wal")
+        code, out, _ = run(capsys, "--database", str(db_path), "stats", "--json")
+        data = json.loads(out)
+        assert code == 0 and data["entities"] == 4
+        assert data["files"]["memory.db-wal"] == wal.stat().st_size > 0
+        assert data["size_bytes"] == db_path.stat().st_size + wal.stat().st_size
+    finally:
+        server.close()
+
+
+def test_stats_text_is_readable(db_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    seed(db_path)
+    code, out, _ = run(capsys, "--database", str(db_path), "stats")
+    assert code == 0
+    assert f"database:        {db_path}" in out
+    assert re.search(r"schema version:  \d+ \(up to date\)", out)
+    assert re.search(r"entities:\s+3\n\s+2  person\n\s+1  place\n", out)
+    assert "relations:       4 (1 to or from an entity that does not exist)" in out
+
+
+def test_stats_of_a_missing_database_exits_1_without_creating_it(db_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "--database", str(db_path), "stats")
+    assert code == 1 and out == "" and f"no database at {db_path}" in err
+    assert not db_path.exists()
+
+
+def test_stats_of_an_unmigrated_database_shows_the_pending_migrations(db_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    unmigrated(db_path)
+    code, out, _ = run(capsys, "--database", str(db_path), "stats", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["schema_version"] == 0 and data["entities"] == 0
+    assert data["pending_migrations"] == [m.name for m in migrations.load_migrations()]
+
+
+# -- migrate --------------------------------------------------------------------------------------
+
+
+def unmigrated(path: Path) -> None:
+    """A database file with no migration applied yet (what an older graph-memory leaves pending)."""
+    Store.open(path, migrate=False).close()
+
+
+def tables(path: Path) -> set[str]:
+    conn = apsw.Connection(str(path))
+    try:
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
+    finally:
+        conn.close()
+
+
+def test_migrate_check_reports_pending_with_exit_3_and_changes_nothing(db_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    unmigrated(db_path)
+    code, out, _ = run(capsys, "--database", str(db_path), "migrate", "--check")
+    assert code == cli.EXIT_PENDING == 3
+    assert "schema version 0" in out and "0001_initial" in out
+    assert tables(db_path) == set()
+
+
+def test_migrate_applies_and_prints_then_check_is_clean(db_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    unmigrated(db_path)
+    code, out, _ = run(capsys, "--database", str(db_path), "migrate")
+    known = migrations.load_migrations()
+    assert code == 0
+    assert [x for x in out.splitlines() if x.startswith("applied ")] == [f"applied {m.name}" for m in known]
+    assert "entities" in tables(db_path)
+    code, out, _ = run(capsys, "--database", str(db_path), "migrate", "--check")
+    assert code == 0 and f"up to date at schema version {known[-1].id}" in out
+    code, out, _ = run(capsys, "--database", str(db_path), "migrate")
+    assert code == 0 and "applied" not in out
+
+
+def test_migrate_check_of_a_missing_database_is_pending_and_creates_nothing(db_path: Path,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--database", str(db_path), "migrate", "--check")
+    assert code == 3 and "does not exist yet" in out
+    assert not db_path.exists()
+
+
+@pytest.mark.parametrize("damage", [
+    "INSERT INTO schema_migrations (id, name, checksum) VALUES (99, '0099_future', 'x')",  # newer graph-memory
+    "UPDATE schema_migrations SET checksum = 'edited' WHERE id = 1",                       # edited migration
+])
+@pytest.mark.parametrize("check", [False, True])
+def test_migrate_refuses_a_newer_or_edited_database_with_exit_1(db_path: Path, damage: str, check: bool,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    seed(db_path)
+    conn = apsw.Connection(str(db_path))
+    conn.execute(damage)
+    conn.close()
+    before = db_path.read_bytes()
+    code, out, err = run(capsys, "--database", str(db_path), "migrate", *(["--check"] if check else []))
+    assert code == 1 and out == ""
+    assert "graph-memory: error:" in err and "Nothing was changed" in err
+    assert db_path.read_bytes() == before
+
+
+# -- backup ---------------------------------------------------------------------------------------
+
+
+def test_backup_to_a_file_prints_the_path_and_counts_and_copies_everything(db_path: Path, tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    seed(db_path)
+    dest = tmp_path / "backups" / "copy.db"
+    code, out, _ = run(capsys, "--database", str(db_path), "backup", str(dest))
+    assert code == 0
+    assert out.splitlines()[0] == str(dest)
+    assert "integrity ok; 3 entities, 3 observations, 4 relations" in out
+    assert read_db(dest) == read_db(db_path)
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["copy.db"]
+
+
+def test_backup_into_a_directory_names_the_copy_with_a_time_stamp(db_path: Path, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    seed(db_path)
+    folder = tmp_path / "backups"
+    folder.mkdir()
+    code, out, _ = run(capsys, "--database", str(db_path), "backup", str(folder), "--json")
+    assert code == 0
+    result = json.loads(out)
+    assert re.fullmatch(r"memory-\d{8}-\d{6}\.db", Path(result["path"]).name)
+    assert Path(result["path"]).parent == folder
+    assert result["integrity"] == "ok" and result["entities"] == 3 and result["relations_by_type"]["knows"] == 2
+    assert [p.name for p in folder.iterdir()] == [Path(result["path"]).name]
+
+
+def test_backup_refuses_an_existing_destination_unless_forced(db_path: Path, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    seed(db_path)
+    dest = tmp_path / "copy.db"
+    dest.write_bytes(b"precious")
+    code, out, err = run(capsys, "--database", str(db_path), "backup", str(dest))
+    assert code == 1 and out == "" and "already exists" in err and "--force" in err
+    assert dest.read_bytes() == b"precious"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.db", "memory.db"]
+    code, _, _ = run(capsys, "--database", str(db_path), "backup", str(dest), "--force")
+    assert code == 0 and read_db(dest) == read_db(db_path)
+
+
+def test_backup_never_replaces_the_database_itself(db_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    seed(db_path)
+    before = db_path.read_bytes()
+    code, _, err = run(capsys, "--database", str(db_path), "backup", str(db_path), "--force")
+    assert code == 1 and "the database itself" in err
+    assert db_path.read_bytes() == before
+
+
+def test_backup_of_a_missing_database_exits_1_and_creates_nothing(db_path: Path, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "--database", str(db_path), "backup", str(tmp_path / "copy.db"))
+    assert code == 1 and "no database at" in err
+    assert sorted(tmp_path.iterdir()) == []
+
+
+def test_backup_includes_writes_still_in_the_write_ahead_log(db_path: Path, tmp_path: Path) -> None:
+    seed(db_path)
+    server = Store.open(db_path)
+    try:
+        server.run_write(lambda c: graph.create_entities(c, [Entity("Fresh", "t", ["only in the WAL"])]))
+        assert db_path.with_name("memory.db-wal").stat().st_size > 0
+        result = backup_database(db_path, tmp_path / "copy.db")
+    finally:
+        server.close()
+    assert result.counts.entities == 4
+    assert read_db(tmp_path / "copy.db") == read_db(db_path)
+
+
+def test_a_copy_failing_its_integrity_check_is_deleted(db_path: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    seed(db_path)
+    monkeypatch.setattr(backup, "integrity_problems", lambda conn: ["row 3 missing from index"])
+    with pytest.raises(StoreError, match="failed its integrity check"):
+        backup_database(db_path, tmp_path / "out" / "copy.db")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_a_copy_is_a_working_database(db_path: Path, tmp_path: Path) -> None:
+    seed(db_path)
+    copy = backup_database(db_path, tmp_path / "copy.db").path
+    store = Store.open(copy)  # migrations up to date, writes keep the search index in step
+    try:
+        store.run_write(lambda c: graph.add_observations(c, [("Bob", ["restored"])]))
+        assert store.integrity_problems() == []
+    finally:
+        store.close()
+
+
+def test_backup_while_another_connection_writes_gives_a_sound_consistent_copy(db_path: Path,
+                                                                            tmp_path: Path) -> None:
+    seed(db_path)
+    writer = Store.open(db_path)
+    writer.run_write(lambda c: graph.create_entities(
+        c, [Entity(f"base{i}", "t", ["a" * 200, "b" * 200, "c" * 200]) for i in range(300)]))
+    stop = threading.Event()
+    written: list[int] = []
+
+    def keep_writing() -> None:
+        i = 0
+        while not stop.is_set():
+            # every transaction adds one entity with exactly three observations
+            writer.run_write(lambda c, i=i: graph.create_entities(c, [Entity(f"w{i}", "t", ["x", "y", f"z{i}"])]))
+            written.append(i)
+            i += 1
+
+    thread = threading.Thread(target=keep_writing)
+    thread.start()
+    try:
+        while len(written) < 5:
+            time.sleep(0.01)
+        result = backup_database(db_path, tmp_path / "copy.db", pages_per_step=4)
+    finally:
+        stop.set()
+        thread.join()
+        writer.close()
+    assert written and result.counts.entities >= 303
+    conn = apsw.Connection(str(result.path))
+    try:
+        assert backup.integrity_problems(conn) == []
+        # a consistent snapshot: no entity caught without its observations
+        per_entity = {n for (n,) in conn.execute(
+            "SELECT count(o.id) FROM entities e LEFT JOIN observations o ON o.entity_id = e.id "
+            "WHERE e.name LIKE 'w%' GROUP BY e.id")}
+        assert per_entity <= {3}
+    finally:
+        conn.close()
+
+
+def test_backup_restarts_when_the_source_changes_and_finishes_in_one_step_after_a_few(db_path: Path,
+                                                                                     tmp_path: Path) -> None:
+    seed(db_path)
+    writer = Store.open(db_path)
+    writer.run_write(lambda c: graph.create_entities(c, [Entity(f"base{i}", "t", ["a" * 500]) for i in range(200)]))
+    steps: list[tuple[int, int]] = []
+
+    def write_between_steps(done: int, total: int) -> None:  # a server writing between every two steps
+        steps.append((done, total))
+        writer.run_write(lambda c: graph.create_entities(c, [Entity(f"w{len(steps)}", "t", ["x"])]))
+
+    try:
+        result = backup_database(db_path, tmp_path / "copy.db", pages_per_step=2, progress=write_between_steps)
+    finally:
+        writer.close()
+    assert result.restarts == backup._MAX_RESTARTS
+    assert steps[-1][0] == steps[-1][1] == result.pages
+    # the last step copied everything at once, after the write that followed the step before it
+    assert result.counts.entities == 203 + len(steps) - 1
+
+
+def test_backup_destination_is_refused_when_a_file_appears_meanwhile(db_path: Path, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    seed(db_path)
+    dest = tmp_path / "copy.db"
+    real_verify = backup._verify
+
+    def slow_verify(tmp: Path, target: Path) -> Any:
+        target.write_bytes(b"someone else's")
+        return real_verify(tmp, target)
+
+    monkeypatch.setattr(backup, "_verify", slow_verify)
+    with pytest.raises(GraphError, match="already exists"):
+        backup_database(db_path, dest)
+    assert dest.read_bytes() == b"someone else's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.db", "memory.db"]
+
+
+# -- output discipline and the real entry point ---------------------------------------------------
+
+
+def script_env(tmp_path: Path, database: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+    env.update(MEMORY_FILE_PATH=str(database), MEMORY_LOG_FORMAT="json", HOME=str(tmp_path))
+    return env
+
+
+def test_installed_script_lists_every_command() -> None:
+    done = subprocess.run([str(SCRIPT), "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stderr == ""
+    assert set(re.findall(r"^    (\w+) ", done.stdout, flags=re.MULTILINE)) >= COMMANDS
+
+
+def test_installed_script_imports_exports_and_reports_with_results_on_stdout_only(tmp_path: Path) -> None:
+    database = tmp_path / "data" / "memory.db"
+    env = script_env(tmp_path, database)
+    legacy = tmp_path / "memory.jsonl"
+    legacy.write_bytes(b'{"type":"entity","name":"Zo\xc3\xab","entityType":"t","observations":["\xf0\x9f\x9a\x80"]}\n'
+                       b'{"type":"relation","from":"Zo\xc3\xab","to":"X","relationType":"r"}')
+    imported = subprocess.run([str(SCRIPT), "import", "--json", str(legacy)], capture_output=True, env=env,
+                              timeout=60)
+    assert imported.returncode == 0, imported.stderr
+    assert json.loads(imported.stdout)["entities_created"] == 1
+    assert all(json.loads(x)["event"] for x in imported.stderr.splitlines())  # stderr: log lines only
+    exported = subprocess.run([str(SCRIPT), "export"], capture_output=True, env=env, timeout=60)
+    assert exported.returncode == 0
+    assert exported.stdout == legacy.read_bytes() + b"\n"
+    assert b"exported 1 entities and 1 relations to stdout" in exported.stderr
+    stats = subprocess.run([str(SCRIPT), "stats", "--json"], capture_output=True, env=env, timeout=60)
+    assert stats.returncode == 0 and json.loads(stats.stdout)["relations"] == 1
+    refused = subprocess.run([str(SCRIPT), "migrate", "--check"], capture_output=True, env=env, timeout=60)
+    assert refused.returncode == 0
+
+
+def test_installed_script_exit_codes_for_refusal_and_pending(tmp_path: Path) -> None:
+    database = tmp_path / "memory.db"
+    env = script_env(tmp_path, database)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"type":"entity","name":"A","entityType":"t","observations":[]}\n[1, 2]\n')
+    refused = subprocess.run([str(SCRIPT), "import", str(bad)], capture_output=True, text=True, env=env, timeout=60)
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert "line 2: not a JSON object (got array)" in refused.stderr
+    assert not database.exists()
+    pending = subprocess.run([str(SCRIPT), "migrate", "--check"], capture_output=True, text=True, env=env, timeout=60)
+    assert pending.returncode == 3 and not database.exists()
