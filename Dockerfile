@@ -5,11 +5,14 @@
 #   docker run --rm -p 127.0.0.1:8000:8000 -v graph-memory:/data \
 #       -e MEMORY_TRANSPORT=http -e MEMORY_HTTP_HOST=0.0.0.0 graph-memory   # streamable HTTP at /mcp
 #
-# Offline build (no registry, no PyPI inside the build; see ../shared/docs/CONTAINERS.md):
+# Offline build, for machines where neither a registry nor PyPI is reachable from inside builds:
+#   .ci/docker-setup.sh                                        # engine + local base image (debootstrap)
 #   python -m pip wheel --wheel-dir wheelhouse . hatchling     # on the host; wheelhouse/ is git-ignored
 #   docker build -t graph-memory \
 #       --build-arg PYTHON_IMAGE=graph-memory-base:bookworm \
 #       --build-arg PIP_NO_INDEX=1 --build-arg PIP_FIND_LINKS=/wheels .
+# (hatchling is in the wheelhouse because pip builds the project's wheel in an isolated build
+# environment that must find the build backend there too.)
 #
 # Works with any Debian-based Python image: the official python:*-slim images (python at
 # /usr/local/bin) and a debootstrap Debian with python3 + python3-venv (python at /usr/bin).
@@ -18,6 +21,10 @@ ARG PYTHON_IMAGE=python:3.12-slim
 
 # ---------------------------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE} AS builder
+
+# Lets tools find (and prune) leftover builder-stage images: `docker image prune --filter
+# label=org.opencontainers.image.title=graph-memory`.
+LABEL org.opencontainers.image.title="graph-memory" io.graph-memory.stage="builder"
 
 # Unset unless passed with --build-arg; pip reads them from the environment of the RUN below.
 ARG PIP_NO_INDEX
@@ -37,7 +44,10 @@ RUN mkdir -p /src/wheelhouse && ln -sfn /src/wheelhouse /wheels
 
 # Build the project's wheel (hatchling, in pip's isolated build environment), then install it
 # with its dependencies into a self-contained venv at /opt/graph-memory.
-RUN python3 -m venv /opt/graph-memory \
+RUN for v in PIP_NO_INDEX PIP_FIND_LINKS PIP_INDEX_URL PIP_EXTRA_INDEX_URL; do \
+        eval "[ -n \"\${$v:-}\" ]" || unset "$v"; \
+    done \
+ && python3 -m venv /opt/graph-memory \
  && /opt/graph-memory/bin/python -m pip wheel --no-deps --wheel-dir /dist . \
  && /opt/graph-memory/bin/python -m pip install /dist/*.whl \
  && /opt/graph-memory/bin/graph-memory --version

@@ -39,9 +39,10 @@ give_up() {
 export DEBIAN_FRONTEND=noninteractive
 
 # One run at a time (CI and a developer may start this concurrently).
-exec 9>"$LOCK_FILE"
-if command -v flock >/dev/null 2>&1; then
+if { exec 9>>"$LOCK_FILE"; } 2>/dev/null && command -v flock >/dev/null 2>&1; then
     flock 9
+else
+    log "(running without the lock file $LOCK_FILE)"
 fi
 
 docker_bin() {
@@ -80,7 +81,7 @@ dockerd_running() {
     local pid
     [ -f /var/run/docker.pid ] || return 1
     pid="$(cat /var/run/docker.pid 2>/dev/null || true)"
-    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+    [ -n "$pid" ] && [ -d "/proc/$pid" ]  # kill -0 would fail with EPERM for a non-root user
 }
 
 # --- 1. engine ---------------------------------------------------------------------------------
@@ -90,14 +91,19 @@ else
     if [ ! -x /usr/bin/docker ] || ! command -v dockerd >/dev/null 2>&1; then
         apt_install docker.io || give_up "could not install docker.io with apt"
     fi
+    info_error="$("$(docker_bin)" info 2>&1 || true)"
+    if [[ "${info_error,,}" == *"permission denied"* ]]; then
+        give_up "dockerd runs but user $(id -un) may not use its socket (add the user to the docker group)"
+    fi
     if dockerd_running; then
         log "dockerd is already running (pid $(cat /var/run/docker.pid)); waiting for it."
     else
         log "Starting dockerd in the background (log: $DOCKERD_LOG)."
         if [ "$(id -u)" -eq 0 ]; then
-            nohup setsid dockerd >"$DOCKERD_LOG" 2>&1 </dev/null &
+            # 9>&-: the daemon must not inherit (and hold forever) this script's lock.
+            nohup setsid dockerd >"$DOCKERD_LOG" 2>&1 </dev/null 9>&- &
         elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-            sudo -n sh -c "nohup setsid dockerd >'$DOCKERD_LOG' 2>&1 </dev/null &"
+            sudo -n sh -c "nohup setsid dockerd >'$DOCKERD_LOG' 2>&1 </dev/null &" 9>&-
         else
             give_up "no Docker engine answers and this user cannot start dockerd (not root, no sudo)"
         fi
@@ -174,11 +180,9 @@ fi
 ROOTFS="$(mktemp -d /var/tmp/graph-memory-rootfs.XXXXXX)"
 cleanup() {
     # debootstrap mounts /proc etc. inside the target; never delete through a live mount.
-    local m
     if [ -n "${ROOTFS:-}" ] && [ -d "$ROOTFS" ]; then
-        for m in $(awk -v r="$ROOTFS/" 'index($2, r) == 1 { print $2 }' /proc/mounts | sort -r); do
-            as_root umount -l "$m" 2>/dev/null || true
-        done
+        awk -v r="$ROOTFS/" 'index($2, r) == 1 { print $2 }' /proc/mounts | sort -r |
+            while IFS= read -r m; do as_root umount -l "$m" 2>/dev/null || true; done
         as_root rm -rf --one-file-system "$ROOTFS" || true
     fi
 }

@@ -1,0 +1,1 @@
+"""Container integration tests (testcontainers + a Docker engine); marked `integration`."""
