@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from helpers import sample_path
 
 EXE = Path(sys.executable).with_name("graph-memory")
@@ -43,31 +44,31 @@ def run_session(env: dict[str, str], requests: list[dict[str, Any]]) -> tuple[li
     (stdout messages, stderr, exit code). Fails when any stdout line is not a JSON-RPC message."""
     command = [str(EXE)] if EXE.exists() else [sys.executable, "-m", "graph_memory"]
     expected = {r["id"] for r in requests if "id" in r}
-    stderr_file = tempfile.TemporaryFile()
-    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr_file, env=env)
-    assert proc.stdin is not None and proc.stdout is not None
-    messages: list[dict[str, Any]] = []
-    try:
-        for request in requests:
-            proc.stdin.write((json.dumps(request) + "\n").encode())
-        proc.stdin.flush()
-        while expected:
-            raw = proc.stdout.readline()
-            if not raw:
-                break  # the server exited
-            message = json.loads(raw)  # anything that is not JSON fails the test here
-            assert message.get("jsonrpc") == "2.0", raw
-            messages.append(message)
-            expected.discard(message.get("id"))
-        proc.stdin.close()
-        rest = proc.stdout.read()
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    stderr_file.seek(0)
-    stderr = stderr_file.read()
-    stderr_file.close()
+    with tempfile.TemporaryFile() as stderr_file:
+        proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr_file,
+                                env=env)
+        assert proc.stdin is not None and proc.stdout is not None
+        messages: list[dict[str, Any]] = []
+        try:
+            for request in requests:
+                proc.stdin.write((json.dumps(request) + "\n").encode())
+            proc.stdin.flush()
+            while expected:
+                raw = proc.stdout.readline()
+                if not raw:
+                    break  # the server exited
+                message = json.loads(raw)  # anything that is not JSON fails the test here
+                assert message.get("jsonrpc") == "2.0", raw
+                messages.append(message)
+                expected.discard(message.get("id"))
+            proc.stdin.close()
+            rest = proc.stdout.read()
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        stderr_file.seek(0)
+        stderr = stderr_file.read()
     for raw in rest.decode("utf-8").splitlines():
         message = json.loads(raw)
         assert message.get("jsonrpc") == "2.0", raw
@@ -156,3 +157,44 @@ async def test_official_stdio_client_sees_the_tools(tmp_path: Path) -> None:
         assert {"create_entities", "search_nodes", "update_observations"} <= tools
         result = await client.call_tool("open_nodes", {"names": []})
         assert result.structured_content == {"entities": [], "relations": [], "neighbors": []}
+
+
+def test_sigterm_stops_the_stdio_server_cleanly_keeping_acknowledged_writes(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    import apsw
+
+    db = tmp_path / "m.db"
+    proc = subprocess.Popen([str(EXE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            env=server_env(tmp_path, db))
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        for request in handshake(("create_entities", {"entities": [
+                {"name": "kept", "entityType": "t", "observations": ["acknowledged"]}]})):
+            proc.stdin.write((json.dumps(request) + "\n").encode())
+        proc.stdin.flush()
+        replies = {}
+        while 1 not in replies:
+            message = json.loads(proc.stdout.readline())
+            replies[message.get("id")] = message
+        assert not replies[1]["result"].get("isError")
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=5) == 0
+        assert time.monotonic() - started < 5
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    conn = apsw.Connection(str(db))
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert conn.execute("SELECT name FROM entities").fetchall() == [("kept",)]
+    conn.close()
+
+
+def test_healthcheck_never_creates_a_database(tmp_path: Path) -> None:
+    db = tmp_path / "absent.db"
+    proc = subprocess.run([str(EXE), "healthcheck"], capture_output=True, env=server_env(tmp_path, db), timeout=30)
+    assert proc.returncode == 1
+    assert str(db) in proc.stderr.decode()
+    assert not db.exists()

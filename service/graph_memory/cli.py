@@ -128,6 +128,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     log = get_logger("graph_memory.cli")
     typed_tools = load_typed_tools(settings.schemas_dir)   # an invalid schema stops here, before the database
     store = Store.open(settings.database_path, busy_timeout_ms=settings.busy_timeout_ms)
+
+    def stop() -> None:
+        store.close()
+        log.info("server_stopped", database=str(store.path))
+
     try:
         try:
             first_start_import(store, settings.legacy_candidates)
@@ -149,18 +154,41 @@ def cmd_serve(args: argparse.Namespace) -> int:
         else:
             import anyio
 
-            anyio.run(_serve_stdio, server)
+            anyio.run(_serve_stdio, server, stop)
     finally:
-        store.close()
-        log.info("server_stopped", database=str(store.path))
+        stop()
     return EXIT_OK
 
 
-async def _serve_stdio(server: object) -> None:
+async def _serve_stdio(server: object, on_signal: Callable[[], None]) -> None:
+    """Serve one stdio connection until stdin closes or SIGTERM/SIGINT arrives.
+
+    On a signal, ``on_signal`` runs on the event loop thread (so no tool call is mid-transaction:
+    calls run their transaction without yielding to the loop) and the process exits 0 at once.
+    A clean exit cannot wait for the SDK's stdin reader, a worker thread blocked in read(2).
+    """
+    import os
+    import signal
+
+    import anyio
     from mcp.server.stdio import stdio_server
 
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())  # type: ignore[attr-defined]
+    async with anyio.create_task_group() as tasks:
+
+        async def stop_on_signal() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for signum in signals:
+                    from graph_memory.logs import get_logger
+
+                    get_logger("graph_memory.cli").info("signal_received", signal=signal.Signals(signum).name)
+                    on_signal()
+                    sys.stderr.flush()
+                    os._exit(EXIT_OK)
+
+        tasks.start_soon(stop_on_signal)
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())  # type: ignore[attr-defined]
+        tasks.cancel_scope.cancel()
 
 
 def cmd_healthcheck(args: argparse.Namespace) -> int:
@@ -169,7 +197,7 @@ def cmd_healthcheck(args: argparse.Namespace) -> int:
     from graph_memory import migrations
     from graph_memory.store import Store
 
-    store = Store.open(settings.database_path, busy_timeout_ms=settings.busy_timeout_ms, migrate=False)
+    store = Store.open(_existing_database(settings), busy_timeout_ms=settings.busy_timeout_ms, migrate=False)
     try:
         state = migrations.status(store.conn, str(store.path))
     finally:
