@@ -9,8 +9,11 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-UPSTREAM_SAMPLE = REPO.parent / "shared" / "data" / "upstream-memory.jsonl"
-UPSTREAM_TOOLS = REPO.parent / "shared" / "docs" / "upstream-tools.json"
+# Copies of shared/data/upstream-memory.jsonl (a file the reference server really wrote) and of
+# shared/docs/upstream-tools.json (its advertised schemas), so the tests never depend on a folder
+# outside the repository.
+UPSTREAM_SAMPLE = REPO / "tests" / "data" / "upstream-memory.jsonl"
+UPSTREAM_TOOLS = REPO / "tests" / "data" / "upstream-tools.json"
 
 
 def sample_path() -> Path:

@@ -24,19 +24,9 @@ from graph_memory.legacy import LegacyGraph
 from graph_memory.logs import configure_logging
 from graph_memory.models import Entity, Relation
 from graph_memory.store import Store
+from helpers import sample_path
 
 Graph = tuple[list[dict[str, Any]], list[dict[str, Any]]]
-
-
-SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "upstream-memory.jsonl"
-
-
-def sample_path() -> Path:
-    """The reference server's real memory file (as conftest.sample_path; not imported from there
-    because ``conftest`` is ambiguous once a sub-folder has its own conftest.py)."""
-    if not SAMPLE.exists():
-        pytest.skip(f"{SAMPLE} not present")
-    return SAMPLE
 
 
 @pytest.fixture(autouse=True)

@@ -20,16 +20,7 @@ from graph_memory.legacy import LegacyGraph, read_legacy
 from graph_memory.logs import configure_logging
 from graph_memory.models import Entity, Relation
 from graph_memory.store import Store
-
-SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "upstream-memory.jsonl"
-
-
-def sample_path() -> Path:
-    """The reference server's real memory file (as conftest.sample_path; not imported from there
-    because ``conftest`` is ambiguous once a sub-folder has its own conftest.py)."""
-    if not SAMPLE.exists():
-        pytest.skip(f"{SAMPLE} not present")
-    return SAMPLE
+from helpers import sample_path
 
 
 @pytest.fixture(autouse=True)

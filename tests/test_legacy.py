@@ -23,7 +23,7 @@ from graph_memory.legacy import (
 )
 from graph_memory.models import Entity, Relation
 
-SAMPLE = Path("/work/shared/data/upstream-memory.jsonl")
+SAMPLE = Path(__file__).resolve().parent / "data" / "upstream-memory.jsonl"
 
 
 def line(obj: dict[str, Any]) -> str:
