@@ -91,6 +91,7 @@ COPY --from=builder /opt/graph-memory /opt/graph-memory
 ENV MEMORY_FILE_PATH=/data/memory.db \
     PATH=/opt/graph-memory/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     PYTHONUNBUFFERED=1 \
+    PYTHONSAFEPATH=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     LANG=C.UTF-8 \
     HOME=/data

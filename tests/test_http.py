@@ -579,3 +579,16 @@ async def test_access_log_counts_calls_in_flight_and_standing_streams_apart() ->
     assert during == [1, 0, 1, 1]
     assert streams == [0, 1, 0, 0]
     assert front.in_flight == front.streams == 0
+
+
+def test_healthcheck_in_http_mode_also_asks_the_server_for_readyz(db_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from graph_memory import cli
+
+    monkeypatch.setenv("MEMORY_TRANSPORT", "http")
+    with running(db_path) as srv:
+        monkeypatch.setenv("MEMORY_HTTP_PORT", str(srv.port))
+        assert cli.main(["--database", str(db_path), "healthcheck"]) == 0
+    monkeypatch.setenv("MEMORY_HTTP_PORT", str(_free_port()))
+    assert cli.main(["--database", str(db_path), "healthcheck"]) == 1
+    assert "does not answer" in capsys.readouterr().err

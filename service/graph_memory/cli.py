@@ -191,6 +191,25 @@ async def _serve_stdio(server: object, on_signal: Callable[[], None]) -> None:
         tasks.cancel_scope.cancel()
 
 
+def _http_ready_problem(settings: Settings) -> str | None:
+    """In HTTP mode, GET ``/readyz`` of the local server; None when it answers 200."""
+    import urllib.error
+    import urllib.request
+
+    host = settings.http_host
+    host = "127.0.0.1" if host in ("0.0.0.0", "") else ("[::1]" if host == "::" else host)
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    url = f"http://{host}:{settings.http_port}/readyz"
+    try:
+        with urllib.request.urlopen(url, timeout=3) as response:
+            return None if response.status == 200 else f"{url} answered {response.status}"
+    except urllib.error.HTTPError as exc:
+        return f"{url} answered {exc.code}"
+    except OSError as exc:
+        return f"the HTTP server does not answer at {url} ({exc})"
+
+
 def cmd_healthcheck(args: argparse.Namespace) -> int:
     """Exit 0 when the database opens and has every migration applied, else 1 with the reason."""
     settings = _settings(args)
@@ -205,6 +224,11 @@ def cmd_healthcheck(args: argparse.Namespace) -> int:
     if state.pending:
         print(f"unhealthy: {len(state.pending)} migration(s) pending on {store.path}", file=sys.stderr)
         return EXIT_ERROR
+    if settings.transport == "http":
+        problem = _http_ready_problem(settings)
+        if problem:
+            print(f"unhealthy: {problem}", file=sys.stderr)
+            return EXIT_ERROR
     print(f"ok: {store.path} at schema version {state.version}")
     return EXIT_OK
 

@@ -27,6 +27,8 @@ from typing import Any
 
 import pytest
 
+from .support import LABEL, SESSION_ID
+
 # Ryuk's image cannot be pulled on machines without a registry; the fixtures clean up themselves.
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
@@ -136,6 +138,28 @@ def _dockerfile_default_base() -> str:
         if line.startswith("ARG PYTHON_IMAGE="):
             return line.split("=", 1)[1].strip()
     raise AssertionError("Dockerfile has no `ARG PYTHON_IMAGE=` default")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _remove_leftover_containers() -> Iterator[None]:
+    """Safety net: every container the tests create carries ``LABEL=SESSION_ID`` and is removed by
+    the test itself; whatever a crashed cleanup left behind is removed (with its anonymous
+    volumes) when the session ends."""
+    yield
+    try:
+        import docker
+
+        client = docker.from_env(timeout=30)
+        leftovers = client.containers.list(all=True, filters={"label": f"{LABEL}={SESSION_ID}"})
+    except Exception:  # no engine: nothing was created
+        return
+    for container in leftovers:
+        print(f"removing leftover container {container.name}", file=sys.stderr)
+        try:
+            container.remove(force=True, v=True)
+        except Exception as exc:
+            print(f"could not remove {container.name}: {exc}", file=sys.stderr)
+    client.close()
 
 
 @pytest.fixture
