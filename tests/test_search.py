@@ -18,13 +18,13 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from helpers import sample_path
 from graph_memory import graph, search
 from graph_memory.errors import InvalidQuery
 from graph_memory.importer import load_graph
 from graph_memory.legacy import LegacyGraph, read_legacy
 from graph_memory.models import Entity, Relation
 from graph_memory.store import Store
+from helpers import sample_path
 
 
 def oracle(entities: Sequence[Entity], query: str) -> list[str]:
@@ -216,6 +216,15 @@ def test_substring_limit_keeps_rowid_order_and_relations_follow(store: Store) ->
     assert found(store, "shared", 10) == ["Alpha", "Beta", "Gamma"]
     assert found(store, "", 1) == ["Alpha"]
     assert found(store, "c\nd", 1) == []
+
+
+@pytest.mark.parametrize("query", ["\ud800", "ab\udfff", "\udc00abc"])
+def test_query_with_a_lone_surrogate_matches_nothing(store: Store, query: str) -> None:
+    """Stored text is UTF-8 and cannot hold a lone surrogate, so by the rule nothing contains the
+    query: an empty result, as the reference server gives, not an error."""
+    store.run_write(lambda conn: graph.create_entities(conn, [Entity("abc", "t", ["ab"])]))
+    assert oracle(store.run_read(graph.read_graph).entities, query) == []
+    assert found(store, query) == []
 
 
 def test_query_over_2048_characters_is_refused(store: Store) -> None:

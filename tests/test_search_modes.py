@@ -90,6 +90,11 @@ def test_words_matches_every_term_and_ranks_name_over_type_over_observation(
     assert set(expected) == words_oracle(CAFE, query)
 
 
+def test_words_term_with_a_lone_surrogate_matches_nothing(cafe: Store) -> None:
+    assert ranked(cafe, "coffee \ud800", "words") == []
+    assert ranked(cafe, "coffee", "words") != []
+
+
 def test_words_ties_keep_rowid_order(store: Store) -> None:
     store.run_write(lambda conn: graph.create_entities(conn, [
         Entity("node-b", "kind", ["same text"]), Entity("node-a", "kind", ["same text"]),
@@ -230,6 +235,7 @@ MALFORMED = [
     ("NEAR(co fee)", "the term 'co' is shorter"),
     ("(" * 600 + "coffee" + ")" * 600, "not valid FTS5 syntax"),
     ("x" * 2049, "2049 characters long; the limit is 2048"),
+    ("coffee OR tea\ud800", "contains an unpaired surrogate"),
 ]
 
 
@@ -305,6 +311,9 @@ async def test_search_nodes_modes_and_limit_over_mcp(client: Any) -> None:
     result = await call(client, "search_nodes", {"query": "name: coffee OR snob", "mode": "fts", "limit": 1})
     assert names(result) == ["Coffee"]
     assert result["relations"] == [] and result["neighbors"] == []
+    # null means "not given" (some clients send every optional argument)
+    assert names(await call(client, "search_nodes", {"query": "coffee", "mode": None, "limit": None})) == [
+        "Dana", "Morning Brew", "Coffee", "Eve"]
     result = await call(client, "search_nodes", {"query": "coffee", "limit": 1})
     assert names(result) == ["Dana"]
     assert result["relations"] == [{"from": "Dana", "to": "Morning Brew", "relationType": "visits"},

@@ -88,9 +88,9 @@ def search_substring(conn: apsw.Connection, query: str, limit: int | None = None
 
     Candidates come from the trigram index for texts of 3+ characters (:func:`trigram_cover`), from
     a scan of the search documents otherwise; each is checked against the rule with ``instr`` on
-    the stored documents.
-    A query containing a newline (the separator between observations in the document) is checked
-    observation by observation in Python (:func:`entity_matches`).
+    the stored documents. A query containing a newline (the separator between observations in the
+    document) is checked observation by observation in Python (:func:`entity_matches`). A query
+    holding a lone surrogate matches nothing (stored text is UTF-8 and cannot contain one).
 
     Returns:
         Matching entities in rowid order (the first ``limit`` when given), the relations with at
@@ -103,6 +103,8 @@ def search_substring(conn: apsw.Connection, query: str, limit: int | None = None
     needle = query.lower()
     if not needle:
         return _slice(conn, _all_entities(conn, limit))
+    if not _storable(needle):  # stored text never holds a lone surrogate: nothing can contain this
+        return GraphSlice([], [])
     if "\n" in needle:
         candidates = _entities(conn, _substring_heads(conn, needle, None, verify=False))
         matched = [e for e in candidates if entity_matches(e, needle)]
@@ -114,8 +116,9 @@ def _substring_heads(conn: apsw.Connection, needle: str, limit: int | None, *, v
     """``(id, name, type)`` in rowid order of the entities whose documents contain ``needle``;
     with ``verify=False`` the index's candidates unchecked (a superset)."""
     check = "(instr(s.name, :n) OR instr(s.entity_type, :n) OR instr(s.observations, :n))"
-    params = {"n": needle, "m": trigram_cover(needle), "limit": _sql_limit(limit)}
+    params = {"n": needle, "limit": _sql_limit(limit)}
     if _indexable(needle):
+        params["m"] = trigram_cover(needle)
         sql = (f"SELECT {_HEAD} FROM entity_fts f JOIN entity_search s ON s.entity_id = f.rowid "
                f"JOIN entities e ON e.id = f.rowid "
                f"WHERE entity_fts MATCH :m {'AND ' + check if verify else ''} ORDER BY f.rowid LIMIT :limit")
@@ -165,6 +168,8 @@ def search_words(conn: apsw.Connection, query: str, limit: int | None = None) ->
     terms = _unique(t.lower() for t in query.split())
     if not terms:
         return _slice(conn, _all_entities(conn, limit))
+    if not all(_storable(t) for t in terms):  # a term no stored text can contain (lone surrogate)
+        return GraphSlice([], [])
     params: dict[str, Any] = {f"t{i}": t for i, t in enumerate(terms)}
     params["limit"] = _sql_limit(limit)
     checks = " AND ".join(
@@ -293,6 +298,9 @@ def _fts_column(column: str) -> str:
 def _fts_term(phrase: str | fq.QueryTokens) -> str:
     text = phrase.encode() if isinstance(phrase, fq.QueryTokens) else phrase
     term = text.lower()
+    if not _storable(term):
+        raise InvalidQuery(f"invalid fts query: the term {text!r} contains an unpaired surrogate "
+                           f"(\\ud800–\\udfff), which is not valid Unicode text")
     if "\0" in term:
         raise InvalidQuery("invalid fts query: a term contains a NUL character, which the search "
                            "index cannot match; use mode 'substring'")
@@ -324,6 +332,16 @@ def _indexable(text: str) -> bool:
     """Whether the trigram index can find ``text``: 3+ characters and no NUL (the tokenizer skips
     NUL in documents, and an FTS5 query string ends at one)."""
     return len(text) >= TRIGRAM and "\0" not in text
+
+
+def _storable(text: str) -> bool:
+    """Whether ``text`` can be stored at all: SQLite text is UTF-8, so it never holds a lone
+    surrogate, and a query containing one can match nothing."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _sql_limit(limit: int | None) -> int:

@@ -12,6 +12,7 @@ handshake-era sessions that sent ``resources/subscribe`` (kept in :class:`Subscr
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from typing import Any
 
@@ -157,7 +158,15 @@ def build_server(memory: Memory, *, extra_tools: tuple[ToolSpec, ...] = ()) -> S
                             ) -> types.ReadResourceResult:
         if str(params.uri) != GRAPH_URI:
             raise MCPError(code=-32002, message=f"Resource not found: {params.uri}")
-        payload = memory.store.run_read(graph.read_graph).to_dict()
+        try:
+            payload = memory.store.run_read(graph.read_graph).to_dict()
+        except GraphError as exc:  # e.g. the file is corrupt or locked: say so, as tool calls do
+            raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
+        except Exception:
+            # Never the raw exception text: handshake-era sessions would pass it to the client.
+            log.exception("resource_read_failed", uri=GRAPH_URI)
+            raise MCPError(code=types.INTERNAL_ERROR, message="reading the knowledge graph failed with an "
+                           "internal error; the server log has the details") from None
         return types.ReadResourceResult(contents=[types.TextResourceContents(
             uri=GRAPH_URI, mime_type="application/json",
             text=json.dumps(payload, indent=2, ensure_ascii=False),
@@ -186,6 +195,10 @@ def build_server(memory: Memory, *, extra_tools: tuple[ToolSpec, ...] = ()) -> S
         on_unsubscribe_resource=unsubscribe,
         on_subscriptions_listen=listen,
     )
+    if importlib.util.find_spec("opentelemetry.sdk") is None:
+        # The SDK's OpenTelemetry middleware can only emit spans through an installed OTel SDK;
+        # without one it does nothing yet costs ~30 µs per request (issue 6), so drop it then.
+        server.middleware = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
     server.graph_subscribers = subscribers  # type: ignore[attr-defined]  # for tests and HTTP mode
     server.graph_listen = listen  # type: ignore[attr-defined]  # HTTP mode closes open listen streams on shutdown
     return server

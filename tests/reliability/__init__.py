@@ -1,0 +1,1 @@
+"""Reliability tests: many writers, crashes, hostile input, environment faults (issue 7)."""
