@@ -106,3 +106,35 @@ def test_not_a_database_is_refused_without_touching_it(db_path: Path) -> None:
     with pytest.raises(StoreError, match="is not a SQLite database"):
         Store.open(db_path)
     assert db_path.read_bytes() == before
+
+
+def test_an_older_sqlite3_shell_can_read_the_database(db_path: Path) -> None:
+    """The schema parses on SQLite before 3.44 (no aggregate ORDER BY), so the system sqlite3 of
+    an older distribution can inspect and back up the file."""
+    import shutil
+    import subprocess
+
+    shell = shutil.which("sqlite3")
+    if shell is None:
+        pytest.skip("no sqlite3 shell on this machine")
+    store = Store.open(db_path)
+    from graph_memory import graph
+    from graph_memory.models import Entity
+
+    store.run_write(lambda conn: graph.create_entities(conn, [Entity("Ada", "person", ["wrote notes"])]))
+    store.close()
+    out = subprocess.run([shell, str(db_path), "SELECT name FROM entities; PRAGMA integrity_check;"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["Ada", "ok"]
+
+
+def test_no_migration_uses_aggregate_order_by() -> None:
+    import re
+
+    latest: dict[str, str] = {}
+    for migration in migrations.load_migrations():
+        for name, body in re.findall(r"CREATE TRIGGER (\w+)(.*?)END;", migration.sql, flags=re.S):
+            latest[name] = body
+    offenders = [n for n, body in latest.items() if re.search(r"group_concat\([^()]*ORDER BY", body)]
+    assert offenders == []
