@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 
 import pytest
-from helpers import REPO
 
 from graph_memory.settings import Settings
 from graph_memory.tools import TOOLS
+
+from helpers import REPO
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
 

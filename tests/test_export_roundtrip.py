@@ -24,6 +24,7 @@ from graph_memory.legacy import LegacyGraph
 from graph_memory.logs import configure_logging
 from graph_memory.models import Entity, Relation
 from graph_memory.store import Store
+
 from helpers import sample_path
 
 Graph = tuple[list[dict[str, Any]], list[dict[str, Any]]]

@@ -46,6 +46,7 @@ from graph_memory.server import GRAPH_URI, build_server
 from graph_memory.settings import Settings
 from graph_memory.store import Store
 from graph_memory.tools import Memory
+
 from helpers import call, names
 
 pytestmark = pytest.mark.anyio

@@ -8,6 +8,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+
 from helpers import UPSTREAM_TOOLS
 
 pytestmark = pytest.mark.anyio

@@ -19,8 +19,9 @@ from graph_memory import graph, search
 from graph_memory.errors import InvalidQuery
 from graph_memory.models import Entity, GraphSlice, Relation
 from graph_memory.store import Store
-from helpers import call, call_error, names
 from test_search import GRAPH, query_for, replace_graph
+
+from helpers import call, call_error, names
 
 # Dana, Eve: observation hits; Morning Brew: a type hit; Coffee: a name hit.
 CAFE = [

@@ -8,8 +8,9 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from helpers import call
 from mcp import Client
+
+from helpers import call
 
 pytestmark = pytest.mark.anyio
 URI = "memory://knowledge-graph"
@@ -92,13 +93,13 @@ async def test_unsubscribed_legacy_session_is_not_notified(server: Any) -> None:
 async def test_modern_listen_stream_is_notified_of_another_sessions_mutation(server: Any) -> None:
     from mcp.client.subscriptions import ResourceUpdated
 
-    async with Client(server) as watcher, Client(server) as writer:
-        async with watcher.listen(resource_subscriptions=[URI]) as sub:
-            await call(writer, "add_observations", {"observations": []})  # no-op first
-            await call(writer, "create_entities", {"entities": [{"name": "A", "entityType": "t", "observations": []}]})
-            with anyio.fail_after(5):
-                event = await sub.__aiter__().__anext__()
-            assert isinstance(event, ResourceUpdated) and event.uri == URI
+    async with Client(server) as watcher, Client(server) as writer, \
+            watcher.listen(resource_subscriptions=[URI]) as sub:
+        await call(writer, "add_observations", {"observations": []})  # no-op first
+        await call(writer, "create_entities", {"entities": [{"name": "A", "entityType": "t", "observations": []}]})
+        with anyio.fail_after(5):
+            event = await sub.__aiter__().__anext__()
+        assert isinstance(event, ResourceUpdated) and event.uri == URI
 
 
 async def test_modern_mutation_reaches_legacy_subscriber(server: Any) -> None:

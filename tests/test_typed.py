@@ -19,14 +19,14 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from helpers import REPO
 from graph_memory import cli
 from graph_memory.errors import SchemaError
 from graph_memory.server import build_server
 from graph_memory.store import Store
 from graph_memory.tools import Memory
 from graph_memory.typed import display_name, load_schemas, load_typed_tools
-from helpers import call, call_error
+
+from helpers import REPO, call, call_error
 
 pytestmark = pytest.mark.anyio
 EXAMPLES = REPO / "examples" / "schemas"

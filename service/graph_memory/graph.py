@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import apsw
 
@@ -49,11 +49,12 @@ def _require_entity(conn: apsw.Connection, name: str) -> int:
 
 def _load_entities(conn: apsw.Connection, where: str = "", params: tuple[Any, ...] = ()) -> list[Entity]:
     """Entities (with observations) selected by ``where`` over ``entities e``, in rowid order."""
-    heads = conn.execute(f"SELECT e.id, e.name, e.entity_type FROM entities e {where} ORDER BY e.id",
-                         params).fetchall()
+    # The columns are INTEGER PRIMARY KEY and two NOT NULL TEXT columns (migrations/0001).
+    heads = cast(list[tuple[int, str, str]], conn.execute(
+        f"SELECT e.id, e.name, e.entity_type FROM entities e {where} ORDER BY e.id", params).fetchall())
     if not heads:
         return []
-    by_id: dict[int, Entity] = {row[0]: Entity(row[1], row[2], []) for row in heads}
+    by_id = {row[0]: Entity(row[1], row[2], []) for row in heads}
     if where:
         obs = conn.execute(
             "SELECT entity_id, content FROM observations "
