@@ -138,3 +138,14 @@ def test_no_migration_uses_aggregate_order_by() -> None:
             latest[name] = body
     offenders = [n for n, body in latest.items() if re.search(r"group_concat\([^()]*ORDER BY", body)]
     assert offenders == []
+
+
+def test_new_database_files_are_private_to_their_owner(db_path: Path) -> None:
+    import stat
+
+    store = Store.open(db_path)
+    store.conn.execute("CREATE TABLE IF NOT EXISTS scratch (x)")  # makes SQLite create -wal and -shm
+    for suffix in ("", "-wal", "-shm"):
+        mode = stat.S_IMODE(db_path.with_name(db_path.name + suffix).stat().st_mode)
+        assert mode == 0o600, (suffix, oct(mode))
+    store.close()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -82,6 +82,16 @@ class Store:
         if not path.exists() and not os.access(path.parent, os.W_OK | os.X_OK):
             raise StoreError(f"cannot create the database in {path.parent}: folder not writable; "
                              f"choose another location with MEMORY_FILE_PATH")
+        if not path.exists():
+            # A memory is personal: create the file readable by its owner only. SQLite gives the
+            # -wal and -shm files the same permissions.
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            except FileExistsError:
+                pass  # another process created it meanwhile
+            except OSError as exc:
+                raise StoreError(f"cannot create the database {path}: {exc.strerror or exc}; "
+                                 f"choose another location with MEMORY_FILE_PATH") from exc
         try:
             conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
         except apsw.Error as exc:
@@ -162,18 +172,7 @@ class Store:
             StoreError: still busy after the retries (another process holds the write lock).
             GraphError: whatever ``operation`` raises (after the rollback).
         """
-        for attempt in range(_BUSY_RETRIES + 1):
-            try:
-                with self.write() as conn:
-                    return operation(conn)
-            except _Busy:
-                if attempt == _BUSY_RETRIES:
-                    break
-                time.sleep(0.05 * (attempt + 1))
-        raise StoreError(
-            f"database {self.path} stayed locked by another process; try again, or find the process "
-            f"holding it (another graph-memory or a tool with an open write transaction)"
-        )
+        return self._retrying(self.write, operation)
 
     def run_read(self, operation: Callable[[apsw.Connection], T]) -> T:
         """Run ``operation(conn)`` in one read transaction, retried like :meth:`run_write` when
@@ -182,9 +181,15 @@ class Store:
         Raises:
             StoreError: still busy after the retries.
         """
+        return self._retrying(self.read, operation)
+
+    def _retrying(self, transaction: Callable[[], AbstractContextManager[apsw.Connection]],
+                  operation: Callable[[apsw.Connection], T]) -> T:
+        """``operation(conn)`` inside ``transaction()``, the whole transaction retried with a short
+        growing pause while SQLite reports the database busy or locked past the busy timeout."""
         for attempt in range(_BUSY_RETRIES + 1):
             try:
-                with self.read() as conn:
+                with transaction() as conn:
                     return operation(conn)
             except _Busy:
                 if attempt == _BUSY_RETRIES:
