@@ -1,0 +1,458 @@
+"""``python -m bench``: graph-memory against the reference server, over real MCP stdio.
+
+For each graph size: generate the graph (``bench.datagen``), import it with ``graph-memory import``
+(timed), measure cold start, then every operation as (empty call, operation) pairs through the
+official Python client (``bench.workload``), read_graph, and the server's peak RSS; with
+``--reference``, the same against ``@modelcontextprotocol/server-memory`` on its own copy of the
+JSONL file. Results: a table on stdout, JSON under bench/results/, and (full runs) the README
+table text in docs/benchmarks.md and the plot docs/bench.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import psutil
+
+from bench import report, servers, workload
+from bench.datagen import make_graph
+from bench.stats import flatten, round_medians, spread, summary
+
+RESULTS = servers.REPO / "bench" / "results"
+DOCS = servers.REPO / "docs"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How many samples to take. Ours: ``rounds`` × ``per_round`` per operation. The reference
+    rewrites its whole file on every call, so it gets fewer at large sizes (see ``reference``)."""
+
+    rounds: int
+    per_round: int
+    warmup: int
+    floor: int
+    cold_starts: int
+    imports: int
+
+    def read_graph(self, size: int) -> int:
+        """read_graph samples (plus one warm-up below 100k). At 100k the official client's stdio
+        reader needs minutes for the ~100 MB reply (it re-joins its buffer on every 64 KiB chunk):
+        one sample, no warm-up."""
+        return 20 if size <= 1_000 else 10 if size <= 10_000 else 1
+
+    def heavy(self, size: int) -> int | None:
+        """Samples per round for operations whose result grows with the graph (None: as many as
+        point operations)."""
+        return None if size <= 10_000 else max(3, self.per_round // 5)
+
+    def reference(self, size: int) -> tuple[int, int]:
+        """(samples per round, warm-up samples) for the reference server at ``size`` (it runs as
+        many rounds as ours, interleaved with them)."""
+        if size <= 1_000:
+            return 12, 2
+        if size <= 10_000:
+            return 5, 1
+        return 2, 1
+
+
+FULL = Budget(rounds=4, per_round=50, warmup=5, floor=300, cold_starts=5, imports=3)
+
+
+class QuickBudget(Budget):
+    def read_graph(self, size: int) -> int:
+        return 5 if size <= 1_000 else 3 if size <= 10_000 else 0
+
+    def reference(self, size: int) -> tuple[int, int]:
+        if size <= 1_000:
+            return 5, 1
+        if size <= 10_000:
+            return 2, 1
+        return 1, 1
+
+
+QUICK = QuickBudget(rounds=2, per_round=15, warmup=3, floor=100, cold_starts=3, imports=1)
+
+
+def log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+    env.update(extra)
+    return env
+
+
+def run_import(jsonl: Path, database: Path) -> dict[str, Any]:
+    """``graph-memory --database DB import FILE`` on an empty database: wall time and peak RSS."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{database}{suffix}").unlink(missing_ok=True)
+    cmd = [servers.graph_memory_command(), "--database", str(database), "import", str(jsonl)]
+    with tempfile.TemporaryFile() as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, env=clean_env(), stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        text = out.read().decode("utf-8", "replace")
+    if proc.returncode != 0:
+        raise servers.BenchError(f"import failed ({proc.returncode}): {text[-2000:]}")
+    return {"seconds": seconds, "peak_rss_mb": usage.ru_maxrss / 1024, "cpu_seconds": usage.ru_utime + usage.ru_stime}
+
+
+def disk_bytes(database: Path) -> int:
+    return sum(Path(f"{database}{s}").stat().st_size for s in ("", "-wal", "-shm") if Path(f"{database}{s}").exists())
+
+
+async def cold_start(spec: servers.ServerSpec, name: str, errlog: Any) -> dict[str, float]:
+    """Spawn → connected (initialize or discover) → first tools/call answered, in seconds. The
+    official client lists the tools before its first call (to validate results); that round trip
+    is part of a real first reply and is included."""
+    start = time.perf_counter()
+    async with servers.connect(spec, errlog) as client:
+        connected = time.perf_counter()
+        await workload.timed_call(client, "open_nodes", {"names": [name]})
+        answered = time.perf_counter()
+    return {"connect_s": connected - start, "first_reply_s": answered - start}
+
+
+async def probe_modes(database: Path, errlog: Any, calls: int, alternations: int = 3) -> dict[str, Any]:
+    """Our empty-call floor under each client mode (alternating connections), to pick the fair one;
+    and, alongside, the floor of the stdio-on-pipes experiment (bench.pipe_stdio)."""
+    variants = {"legacy": servers.ours(database, "legacy"), "auto": servers.ours(database, "auto"),
+                "pipes_legacy": servers.ours_on_pipes(database, "legacy")}
+    results: dict[str, list[int]] = {name: [] for name in variants}
+    versions: dict[str, str] = {}
+    for _ in range(alternations):
+        for name, spec in variants.items():
+            async with servers.connect(spec, errlog) as client:
+                versions[name] = str(client.protocol_version)
+                await client.list_tools()
+                await workload.measure_floor(client, "ours", 30)
+                results[name] += await workload.measure_floor(client, "ours", calls)
+    out: dict[str, Any] = {name: {**summary(v), "protocol": versions[name]} for name, v in results.items()}
+    out["chosen"] = min(("legacy", "auto"), key=lambda m: out[m]["p50"])
+    return out
+
+
+@dataclass
+class Side:
+    """One server under test during a size: its connection, operations and sample budget."""
+
+    spec: servers.ServerSpec
+    client: Any
+    pid: int
+    ops: list[workload.Op]
+    per_round: int
+    warmup: int
+    heavy_per_round: int | None
+    samples: dict[str, workload.Samples]
+
+
+def _op_stats(samples: workload.Samples, op: workload.Op | None) -> dict[str, Any]:
+    op_stats = summary(flatten(samples.op))
+    floor_stats = summary(flatten(samples.floor))
+    medians = round_medians(samples.op)
+    ratios = [o / f for o, f in zip(medians, round_medians(samples.floor), strict=True)]
+    return {
+        "label": op.label if op else "read_graph (whole graph)",
+        "point": op.point if op else False,
+        **op_stats,
+        "floor_p50": floor_stats["p50"],
+        # ×floor: p50 of the operation ÷ p50 of the empty calls interleaved with it (blocks).
+        "ratio": op_stats["p50"] / floor_stats["p50"],
+        "round_p50s": medians,
+        "round_ratios": ratios,
+        "round_spread": spread(medians),
+    }
+
+
+async def measure_sides(specs: list[tuple[servers.ServerSpec, list[workload.Op], int, int, int | None]], *,
+                        rounds: int, floor: int, read_graph: dict[str, int], graph_size: int,
+                        errlog: Any) -> dict[str, dict[str, Any]]:
+    """Both servers connected at once; their rounds alternate (ours, reference, ours, …) so a
+    busy phase of the machine hits both alike. Then read_graph on each, and peak RSS."""
+    async with contextlib.AsyncExitStack() as stack:
+        sides: list[Side] = []
+        for spec, ops, per_round, warmup, heavy in specs:
+            client = await stack.enter_async_context(servers.connect(spec, errlog))
+            sides.append(Side(spec, client, servers.server_pid(spec), ops, per_round, warmup, heavy, {}))
+        out: dict[str, dict[str, Any]] = {}
+        for side in sides:
+            kind = side.spec.kind
+            await side.client.list_tools()
+            await workload.measure_floor(side.client, kind, 20)
+            out[kind] = {"mode": side.spec.mode, "protocol": str(side.client.protocol_version)}
+        # Floor blocks, interleaved in slices.
+        floors: dict[str, list[int]] = {s.spec.kind: [] for s in sides}
+        noops: dict[str, list[int]] = {s.spec.kind: [] for s in sides}
+        for _ in range(5):
+            for side in sides:
+                floors[side.spec.kind] += await workload.measure_floor(side.client, side.spec.kind, floor // 5)
+                noops[side.spec.kind] += await workload.measure_noop(side.client, max(10, floor // 10))
+        for side in sides:
+            await workload.warm_up(side.client, side.spec.kind, side.ops, side.warmup)
+        for r in range(rounds):
+            for side in sides:
+                if side.per_round:
+                    await workload.run_round(side.client, side.spec.kind, side.ops, side.samples, round_index=r,
+                                             per_round=side.per_round, warmup=side.warmup,
+                                             heavy_per_round=side.heavy_per_round)
+            log(f"  round {r + 1}/{rounds} done (load {os.getloadavg()[0]:.2f})")
+        for side in sides:
+            kind = side.spec.kind
+            out[kind]["peak_rss_mb_ops"] = servers.peak_rss_mb(side.pid)
+            if read_graph.get(kind):
+                log(f"  {kind}: read_graph × {read_graph[kind]}")
+                side.samples["read_graph"] = await workload.run_read_graph(
+                    side.client, kind, read_graph[kind], graph_size, warmup=graph_size < 100_000)
+            out[kind]["peak_rss_mb"] = servers.peak_rss_mb(side.pid)
+    for side in sides:
+        kind = side.spec.kind
+        labels = {op.key: op for op in side.ops}
+        out[kind]["floor"] = summary(floors[kind])
+        out[kind]["noop"] = summary(noops[kind])
+        out[kind]["ops"] = {key: _op_stats(s, labels.get(key)) for key, s in side.samples.items()}
+    return out
+
+
+def _cpu_busy() -> tuple[float, float, float]:
+    """(busy, ours, total) CPU seconds so far: the whole machine busy, this benchmark and its
+    (finished) children, and the machine's total."""
+    times = psutil.cpu_times()
+    me = psutil.Process().cpu_times()
+    ours = me.user + me.system + me.children_user + me.children_system
+    return times.user + times.nice + times.system + times.irq + times.softirq, ours, sum(times)
+
+
+async def measure_size(size: int, args: argparse.Namespace, budget: Budget, workdir: Path,
+                       errlog: Any, ours_mode: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"load": {"start": os.getloadavg()}}
+    busy0, ours0, total0 = _cpu_busy()
+    t = time.perf_counter()
+    graph = make_graph(size)
+    jsonl = workdir / f"graph-{size}.jsonl"
+    jsonl_bytes = graph.write_jsonl(jsonl)
+    observations = sum(len(e[2]) for e in graph.entities)
+    out["graph"] = {"entities": size, "observations": observations, "relations": len(graph.relations),
+                    "jsonl_bytes": jsonl_bytes, "generate_s": time.perf_counter() - t}
+    log(f"{size:,} entities: graph written ({jsonl_bytes / 2**20:.1f} MiB JSONL)")
+
+    database = workdir / f"ours-{size}.db"
+    imports = [run_import(jsonl, database)]
+    for i in range(1, budget.imports if size == max(args.sizes) else 1):
+        imports.append(run_import(jsonl, workdir / f"scratch-{i}.db"))
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{workdir / f'scratch-{i}.db'}{suffix}").unlink(missing_ok=True)
+    secs = sorted(i["seconds"] for i in imports)
+    cpus = sorted(i["cpu_seconds"] for i in imports)
+    out["import"] = {"runs": imports, "seconds_median": secs[len(secs) // 2],
+                     "cpu_seconds_median": cpus[len(cpus) // 2],
+                     "peak_rss_mb": max(i["peak_rss_mb"] for i in imports)}
+    out["db_bytes_after_import"] = disk_bytes(database)
+    runs = ", ".join(f"{i['seconds']:.2f} s (CPU {i['cpu_seconds']:.2f} s)" for i in imports)
+    log(f"  import: {runs}; db {out['db_bytes_after_import'] / 2**20:.1f} MiB")
+
+    total = budget.warmup + budget.rounds * budget.per_round
+    ops = workload.build_ops(graph, total)
+    probe_name = graph.entities[size // 3][0]
+    ours_spec = servers.ours(database, ours_mode)
+    ref_spec = None
+    if args.reference and size > args.reference_max_size:
+        out["reference"] = {"skipped": f"above --reference-max-size {args.reference_max_size:,}"}
+        log(f"  reference: skipped at {size:,} (above --reference-max-size)")
+    elif args.reference:
+        ref_file = workdir / f"reference-{size}.jsonl"
+        shutil.copy(jsonl, ref_file)
+        ref_spec = servers.reference(ref_file)
+
+    # Cold starts, alternating between the servers.
+    colds: dict[str, list[dict[str, float]]] = {"ours": [], "reference": []}
+    for i in range(budget.cold_starts):
+        colds["ours"].append(await cold_start(ours_spec, probe_name, errlog))
+        if ref_spec and i < 3:
+            colds["reference"].append(await cold_start(ref_spec, probe_name, errlog))
+
+    sides: list[tuple[servers.ServerSpec, list[workload.Op], int, int, int | None]] = [
+        (ours_spec, ops, budget.per_round, budget.warmup, budget.heavy(size))]
+    read_graph = {"ours": budget.read_graph(size)}
+    ref_per_round = 0
+    if ref_spec:
+        ref_per_round, ref_warmup = budget.reference(size)
+        sides.append((ref_spec, workload.build_ops(graph, ref_warmup + budget.rounds * ref_per_round),
+                      ref_per_round, ref_warmup, None))
+        read_graph["reference"] = min(budget.read_graph(size), max(1, budget.read_graph(size) // 2))
+    log(f"  measuring: ours {budget.rounds}×{budget.per_round} samples/op"
+        + (f", reference {budget.rounds}×{ref_per_round}" if ref_spec else ""))
+    measured = await measure_sides(sides, rounds=budget.rounds, floor=budget.floor, read_graph=read_graph,
+                                   graph_size=size, errlog=errlog)
+    for kind, result in measured.items():
+        result["cold_start"] = colds[kind]
+        result["cold_start_p50_s"] = sorted(c["first_reply_s"] for c in colds[kind])[len(colds[kind]) // 2]
+        out[kind] = result
+    if ref_spec:
+        out["reference"]["samples_note"] = (f"{budget.rounds}×{ref_per_round} samples per operation "
+                                            f"(it rereads and rewrites its whole file on every call)")
+    out["db_bytes_after_run"] = disk_bytes(database)
+
+    if size == max(args.sizes) and not args.quick:
+        # First start on a legacy file: the server imports it before answering.
+        first = workdir / "first-start"
+        shutil.rmtree(first, ignore_errors=True)
+        first.mkdir()
+        shutil.copy(jsonl, first / "memory.jsonl")
+        legacy_spec = servers.ours(first / "memory.jsonl", ours_mode)
+        out["first_start_import"] = await cold_start(legacy_spec, probe_name, errlog)
+        shutil.rmtree(first, ignore_errors=True)
+    busy1, ours1, total1 = _cpu_busy()
+    out["load"]["end"] = os.getloadavg()
+    out["load"]["machine_busy"] = (busy1 - busy0) / max(1e-9, total1 - total0)
+    # CPU that other processes (other people's jobs) took while this size was measured.
+    out["load"]["others_busy"] = max(0.0, (busy1 - busy0) - (ours1 - ours0)) / max(1e-9, total1 - total0)
+    return out
+
+
+async def empty_floors(args: argparse.Namespace, budget: Budget, workdir: Path, errlog: Any,
+                       ours_mode: str) -> dict[str, Any]:
+    """Both servers on an empty graph, connected at once, their floor series interleaved."""
+    empty_ref = workdir / "reference-empty.jsonl"
+    empty_ref.write_text("")
+    specs = [servers.ours(workdir / "empty.db", ours_mode)]
+    if args.reference:
+        specs.append(servers.reference(empty_ref))
+    series: dict[str, list[int]] = {}
+    async with contextlib.AsyncExitStack() as stack:
+        clients = [(spec.kind, await stack.enter_async_context(servers.connect(spec, errlog))) for spec in specs]
+        for kind, client in clients:
+            await client.list_tools()
+            await workload.measure_floor(client, kind, 30)
+        step = max(10, budget.floor // 10)
+        for _ in range(10):
+            for kind, client in clients:
+                series.setdefault(f"{kind}.floor", []).extend(await workload.measure_floor(client, kind, step))
+                series.setdefault(f"{kind}.noop", []).extend(await workload.measure_noop(client, step))
+                if kind == "reference":
+                    series.setdefault("reference.open_nodes_empty", []).extend(
+                        [(await workload.timed_call(client, "open_nodes", {"names": []}))[0] for _ in range(step)])
+    out: dict[str, Any] = {}
+    for key, values in series.items():
+        kind, name = key.split(".", 1)
+        out.setdefault(kind, {})[name] = summary(values)
+    return out
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    budget = QUICK if args.quick else FULL
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="graph-memory-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    errlog = open(workdir / "servers.log", "a", encoding="utf-8")  # noqa: SIM115 — closed at the end
+    meta: dict[str, Any] = {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": servers.machine(),
+        "versions": servers.versions(),
+        "args": {"sizes": args.sizes, "reference": args.reference, "quick": args.quick,
+                 "mode": args.mode, "reference_max_size": args.reference_max_size},
+        "loadavg_start": os.getloadavg(),
+        "workdir": str(workdir),
+    }
+    if args.reference:
+        meta["versions"]["reference_server"] = servers.ensure_reference()
+    log(f"workdir {workdir}; machine {meta['machine']['cpu']} ×{meta['machine']['cpus']}; "
+        f"load {meta['loadavg_start'][0]:.2f}")
+
+    result: dict[str, Any] = {"meta": meta, "empty": {}, "sizes": {}}
+    if args.mode == "best":
+        probe = await probe_modes(workdir / "empty.db", errlog, calls=budget.floor)
+        ours_mode = probe["chosen"]
+        result["mode_probe"] = probe
+        log(f"client mode for ours: {ours_mode} (floor p50 legacy {probe['legacy']['p50']:.3f} ms, "
+            f"auto {probe['auto']['p50']:.3f} ms; pipes experiment {probe['pipes_legacy']['p50']:.3f} ms)")
+    else:
+        ours_mode = args.mode
+    meta["ours_mode"] = ours_mode
+    result["empty"] = await empty_floors(args, budget, workdir, errlog, ours_mode)
+
+    for size in args.sizes:
+        result["sizes"][str(size)] = await measure_size(size, args, budget, workdir, errlog, ours_mode)
+    meta["loadavg_end"] = os.getloadavg()
+    errlog.close()
+    if not args.keep:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return result
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1000,10000,100000",
+                        help="comma-separated entity counts (default 1000,10000,100000)")
+    parser.add_argument("--reference", action="store_true",
+                        help="also run the reference server (installed under bench/.reference with npm)")
+    parser.add_argument("--reference-max-size", type=int, default=100_000,
+                        help="skip the reference server above this many entities (default 100000)")
+    parser.add_argument("--quick", action="store_true", help="fewer samples; docs are not rewritten")
+    parser.add_argument("--mode", choices=["best", "legacy", "auto"], default="best",
+                        help="client mode against our server: best (measure both on an empty graph, "
+                             "use the lower floor; default), legacy (initialize handshake) or auto (2026-07-28)")
+    parser.add_argument("--out", help="JSON results file (default bench/results/bench-<timestamp>.json)")
+    parser.add_argument("--docs", action=argparse.BooleanOptionalAction, default=None,
+                        help="write docs/benchmarks.md and docs/bench.png (default: on for full runs)")
+    parser.add_argument("--workdir", help="where graphs and databases go (default: a temporary folder)")
+    parser.add_argument("--keep", action="store_true", help="keep the workdir")
+    parser.add_argument("--render", metavar="RESULTS_JSON",
+                        help="measure nothing: print the table of a results file and write the docs from it")
+    args = parser.parse_args(argv)
+    try:
+        args.sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
+    except ValueError:
+        parser.error("--sizes takes comma-separated integers, e.g. 1000,10000")
+    if not args.sizes or min(args.sizes) < 100:
+        parser.error("sizes must be at least 100 entities")
+    if args.docs is None:
+        args.docs = not args.quick
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.render:
+        result = json.loads(Path(args.render).read_text(encoding="utf-8"))
+        print(report.text_table(result))
+        if args.docs is not False:
+            write_docs(result)
+        return 0
+    try:
+        result = anyio.run(main_async, args)
+    except servers.BenchError as exc:
+        print(f"bench: error: {exc}", file=sys.stderr)
+        return 1
+    out = Path(args.out) if args.out else RESULTS / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(report.text_table(result))
+    print(f"\nresults: {out}")
+    if args.docs:
+        write_docs(result)
+    return 0
+
+
+def write_docs(result: dict[str, Any]) -> None:
+    """docs/benchmarks.md (the table text for the README) and docs/bench.png."""
+    DOCS.mkdir(exist_ok=True)
+    (DOCS / "benchmarks.md").write_text(report.markdown(result), encoding="utf-8")
+    report.plot(result, DOCS / "bench.png")
+    print(f"docs: {DOCS / 'benchmarks.md'}, {DOCS / 'bench.png'}")

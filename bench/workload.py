@@ -1,0 +1,211 @@
+"""The measured workload: which calls, with which arguments, in which order.
+
+Every operation is measured in alternating blocks — empty calls back to back, then the operation
+back to back — so each figure has its own transport floor, taken on the same server process within
+milliseconds; on a shared 2-core machine that is the only fair floor. Samples run in rounds; in
+each round every operation takes its share of samples in a fixed order, so slow phases of the
+machine hit every operation alike, and the spread of the per-round medians says how noisy the run
+was.
+
+Mutations keep the graph at its size: ``create_entities`` adds as many entities as
+``delete_entities`` removes (originals, with their relations); ``delete_observations`` removes what
+``add_observations`` added; ``delete_relations`` removes what ``create_relations`` created. Targets
+never repeat, and the entities holding the planted search terms are never touched, so every search
+returns the same hits throughout (checked on the first sample of each operation).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp import Client
+
+from bench.datagen import COMMON_EVERY, COMMON_TERM, RARE_TERM, TWO_WORDS, TWO_WORDS_EVERY, Graph, expected_hits
+from bench.servers import NOOP_TOOL, BenchError
+
+Args = dict[str, Any]
+
+
+@dataclass
+class Op:
+    """One measured operation: ``key`` (stable id in the JSON), ``label`` (table row), the tool,
+    whether it is a point operation (constant work at any graph size), whether only our server
+    has it, an argument factory by sample index and an optional check of the result."""
+
+    key: str
+    label: str
+    tool: str
+    point: bool
+    make_args: Callable[[int], Args]
+    ours_only: bool = False
+    check: Callable[[Any], str | None] | None = None
+
+
+@dataclass
+class Samples:
+    """Latencies in nanoseconds: ``op`` the operation, ``floor`` its paired empty calls; both
+    indexed by round."""
+
+    op: list[list[int]] = field(default_factory=list)
+    floor: list[list[int]] = field(default_factory=list)
+
+
+def _entities_count(expected: int) -> Callable[[Any], str | None]:
+    def check(result: Any) -> str | None:
+        got = len((result.structured_content or {}).get("entities", []))
+        return None if got == expected else f"expected {expected} entities, got {got}"
+    return check
+
+
+def floor_call(kind: str) -> tuple[str, Args]:
+    """The empty call of a server: ``open_nodes`` with no names on ours (a real tool, through our
+    whole tool path, touching no row); on the reference, whose every tool re-reads its whole file,
+    a call to a tool that does not exist (answered by its SDK before any of its code runs)."""
+    return ("open_nodes", {"names": []}) if kind == "ours" else (NOOP_TOOL, {})
+
+
+def build_ops(graph: Graph, total: int, seed: int = 7) -> list[Op]:
+    """The operations, with ``total`` distinct targets each (warm-up included)."""
+    n = len(graph.entities)
+    names = [e[0] for e in graph.entities]
+    planted = {n // 2} | {i for i in range(n) if i % COMMON_EVERY == 50 or i % TWO_WORDS_EVERY == 500}
+    pool = [i for i in range(n) if i not in planted]
+    rng = random.Random(seed + n)
+    rng.shuffle(pool)
+    if 3 * total > len(pool):
+        raise BenchError(f"{total} samples per operation need {3 * total} distinct entities; the graph "
+                         f"has {len(pool)} usable ones (use fewer samples or a larger graph)")
+    deleted, updated, noted = pool[:total], pool[total:2 * total], pool[2 * total:3 * total]
+    gone = set(deleted)
+    stable = [i for i in range(n) if i not in gone]   # never deleted: safe to open and link to
+    opened = [rng.choice(stable) for _ in range(total)]
+    linked = [rng.choice(stable) for _ in range(total)]
+    hits = expected_hits(n)
+
+    def new_name(g: int) -> str:
+        return f"Bench Ñewcomer ✨ {g} 新人"
+
+    def note(g: int) -> str:
+        return f"Bench note {g}: visited 東京 and Zürich ☕ on a Tuesday"
+
+    def relation(g: int) -> Args:
+        return {"from": new_name(g), "to": names[linked[g]], "relationType": "collaborates_with"}
+
+    def obs0(i: int) -> str:
+        return graph.entities[i][2][0]
+
+    return [
+        Op("search_rare", f"search_nodes, rare term ('{RARE_TERM}', 1 hit)", "search_nodes", True,
+           lambda g: {"query": RARE_TERM}, check=_entities_count(hits["rare"])),
+        Op("search_common", f"search_nodes, common term ('{COMMON_TERM}', 1 % of entities)", "search_nodes",
+           False, lambda g: {"query": COMMON_TERM}, check=_entities_count(hits["common"])),
+        Op("search_two_words", f"search_nodes, two words ('{TWO_WORDS}', 0.1 %)", "search_nodes", False,
+           lambda g: {"query": TWO_WORDS}, check=_entities_count(hits["two_words"])),
+        Op("search_words_mode", "search_nodes mode=words ('tea green', 0.1 %)", "search_nodes", False,
+           lambda g: {"query": "tea green", "mode": "words"}, ours_only=True,
+           check=_entities_count(hits["two_words"])),
+        Op("open_nodes", "open_nodes (1 name)", "open_nodes", True,
+           lambda g: {"names": [names[opened[g]]]}, check=_entities_count(1)),
+        Op("create_entities", "create_entities (1 entity, 5 observations)", "create_entities", True,
+           lambda g: {"entities": [{"name": new_name(g), "entityType": "person", "observations": [
+               f"Joined the benchmark in round {g} 🎉", "Speaks Português and 日本語",
+               "Lives in Ljubljana", "Enjoys crème brûlée", f"Badge № {g}"]}]}),
+        Op("create_relations", "create_relations (1 relation)", "create_relations", True,
+           lambda g: {"relations": [relation(g)]}),
+        Op("add_observations", "add_observations (1 observation)", "add_observations", True,
+           lambda g: {"observations": [{"entityName": names[noted[g]], "contents": [note(g)]}]}),
+        Op("update_observations", "update_observations (1 edit)", "update_observations", True,
+           lambda g: {"updates": [{"entityName": names[updated[g]], "match": obs0(updated[g]),
+                                   "replacement": obs0(updated[g]) + " (confirmed ✓)"}]}, ours_only=True),
+        Op("delete_observations", "delete_observations (1 observation)", "delete_observations", True,
+           lambda g: {"deletions": [{"entityName": names[noted[g]], "observations": [note(g)]}]}),
+        Op("delete_relations", "delete_relations (1 relation)", "delete_relations", True,
+           lambda g: {"relations": [relation(g)]}),
+        Op("delete_entities", "delete_entities (1 entity + its relations)", "delete_entities", True,
+           lambda g: {"entityNames": [names[deleted[g]]]}),
+    ]
+
+
+async def timed_call(client: Client, tool: str, args: Args, *, expect_error: bool = False) -> tuple[int, Any]:
+    """One ``tools/call`` through the official client; returns (nanoseconds, result)."""
+    start = time.perf_counter_ns()
+    result = await client.call_tool(tool, args)
+    elapsed = time.perf_counter_ns() - start
+    if bool(result.is_error) != expect_error:
+        text = " ".join(getattr(c, "text", "") for c in result.content)[:300]
+        raise BenchError(f"{tool} {'succeeded' if expect_error else 'failed'} unexpectedly: {text}")
+    return elapsed, result
+
+
+async def measure_floor(client: Client, kind: str, count: int) -> list[int]:
+    """``count`` empty calls back to back."""
+    tool, args = floor_call(kind)
+    return [(await timed_call(client, tool, args, expect_error=tool == NOOP_TOOL))[0] for _ in range(count)]
+
+
+async def measure_noop(client: Client, count: int) -> list[int]:
+    """``count`` calls to a tool that does not exist (answered with isError by both servers)."""
+    return [(await timed_call(client, NOOP_TOOL, {}, expect_error=True))[0] for _ in range(count)]
+
+
+async def warm_up(client: Client, kind: str, ops: list[Op], warmup: int) -> None:
+    """Samples ``0..warmup-1`` of every operation, unmeasured (first-call costs, caches)."""
+    for g in range(warmup):
+        for op in ops:
+            if kind == "ours" or not op.ours_only:
+                await timed_call(client, op.tool, op.make_args(g))
+
+
+async def run_round(client: Client, kind: str, ops: list[Op], out: dict[str, Samples], *, round_index: int,
+                    per_round: int, warmup: int, heavy_per_round: int | None = None, block: int = 10) -> None:
+    """One round: ``per_round`` samples of every operation (``heavy_per_round`` for operations
+    whose result grows with the graph, when given), appended to ``out``.
+
+    Calls go in alternating blocks of ``block``: empty calls back to back, then the operation back
+    to back, then empty calls again… Each kind of call is timed in its own steady state (as an
+    independent benchmark would time it), and the two stay within milliseconds of each other, so
+    a busy moment of the machine hits both. Sample ``g`` of an operation always gets the same
+    targets, so rounds never collide."""
+    floor_tool, floor_args = floor_call(kind)
+    floor_error = floor_tool == NOOP_TOOL
+    for op in ops:
+        if kind != "ours" and op.ours_only:
+            continue
+        floors, times = [], []
+        count = per_round if op.point or heavy_per_round is None else min(per_round, heavy_per_round)
+        j = 0
+        while j < count:
+            size = min(block, count - j)
+            for _ in range(size):
+                floors.append((await timed_call(client, floor_tool, floor_args, expect_error=floor_error))[0])
+            for _ in range(size):
+                g = warmup + round_index * per_round + j
+                elapsed, result = await timed_call(client, op.tool, op.make_args(g))
+                if round_index == 0 and j == 0 and op.check is not None and (problem := op.check(result)):
+                    raise BenchError(f"{kind} {op.key}: {problem}")
+                times.append(elapsed)
+                j += 1
+        samples = out.setdefault(op.key, Samples())
+        samples.op.append(times)
+        samples.floor.append(floors)
+
+
+async def run_read_graph(client: Client, kind: str, count: int, entities: int, *, warmup: bool = True) -> Samples:
+    """``count`` read_graph calls, each paired with an empty call; checks the entity count."""
+    floor_tool, floor_args = floor_call(kind)
+    samples = Samples(op=[[]], floor=[[]])
+    if warmup:
+        await timed_call(client, "read_graph", {})
+    for _ in range(count):
+        samples.floor[0].append(
+            (await timed_call(client, floor_tool, floor_args, expect_error=floor_tool == NOOP_TOOL))[0])
+        elapsed, result = await timed_call(client, "read_graph", {})
+        got = len((result.structured_content or {}).get("entities", []))
+        if got != entities:
+            raise BenchError(f"{kind} read_graph returned {got} entities, expected {entities}")
+        samples.op[0].append(elapsed)
+    return samples
