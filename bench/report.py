@@ -279,7 +279,7 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(f"- {state} — {t['target']}: {t['value']}")
     lines += ["", "## Noise", "", _noise(result), "", "## Reading the numbers", "", *READING, "",
               "![latency vs graph size](bench.png)", "",
-              "Reproduce: `pip install -e '.[bench]'` then `python -m bench --reference` (about 15 minutes; "
+              "Reproduce: `pip install -e '.[bench]'` then `python -m bench --reference` (about 20 minutes; "
               "`--quick` for a smoke run). Raw numbers go to `bench/results/`.", ""]
     return "\n".join(lines)
 
