@@ -1,0 +1,51 @@
+"""Interoperability with the official TypeScript MCP SDK, the client of Claude Desktop and the
+MCP Inspector: it validates our structured results against our output schemas with its own
+JSON Schema validator. Needs node and npm (the SDK is installed from the npm registry once per
+session); skipped with the reason when either is missing or the registry cannot be reached."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SDK = "@modelcontextprotocol/sdk@1.32.2"
+SCRIPT = Path(__file__).parent / "clients" / "ts_client.mjs"
+EXE = Path(sys.executable).with_name("graph-memory")
+
+
+@pytest.fixture(scope="session")
+def ts_sdk(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("node/npm not installed: the TypeScript SDK interop test needs them")
+    folder = tmp_path_factory.mktemp("ts-sdk")
+    install = subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(folder), SDK],
+                             capture_output=True, text=True, timeout=300)
+    if install.returncode != 0:
+        pytest.skip(f"npm could not install {SDK}: {install.stderr.strip()[-300:]}")
+    shutil.copy(SCRIPT, folder / SCRIPT.name)
+    return folder
+
+
+def test_typescript_sdk_client_drives_every_tool(ts_sdk: Path, tmp_path: Path) -> None:
+    run = subprocess.run(["node", str(ts_sdk / SCRIPT.name), str(EXE), str(tmp_path / "ts.db")],
+                         capture_output=True, text=True, timeout=120, cwd=ts_sdk)
+    assert run.returncode == 0, run.stderr
+    steps: list[tuple[str, Any]] = [(s["step"], s["value"]) for s in map(json.loads, run.stdout.splitlines())]
+    got = dict(steps)
+    assert got["server"]["name"] == "graph-memory"
+    assert {"create_entities", "search_nodes", "update_observations"} <= set(got["tools"])
+    errors = [(name, value["error"]) for name, value in steps if isinstance(value, dict) and "error" in value]
+    assert errors == [("create_relations", "Entity with name Zed not found")]
+    searches = [value for name, value in steps if name == "search_nodes"]
+    assert [[e["name"] for e in s["entities"]] for s in searches] == [["Bob"], ["Bob"]]
+    assert got["delete_entities"]["deletedEntities"] == ["Bob"]
+    final = {"entities": [{"name": "Ada", "entityType": "person", "observations": ["İstanbul trip"]}],
+             "relations": [], "neighbors": []}
+    assert got["read_graph"] == final
+    assert got["resource"] == final
