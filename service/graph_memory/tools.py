@@ -93,12 +93,16 @@ class _Args(BaseModel):
 
 
 class EntityArg(_Args):
+    """One entity of create_entities: ``{name, entityType, observations[]}``."""
+
     name: str
     entityType: str
     observations: list[str]
 
 
 class RelationArg(_Args):
+    """One relation ``{from, to, relationType}`` (+ optional ``weight`` in [0, 1] on create_relations)."""
+
     source: str = Field(alias="from")
     to: str
     relationType: str
@@ -114,69 +118,97 @@ class RelationArg(_Args):
 
 
 class EvidenceArg(RelationArg):
+    """One relation of update_relations with the new evidence ``weight`` in [0, 1]."""
+
     weight: float   # required here: the new evidence, in [0, 1]
 
 
 class ObservationsArg(_Args):
+    """One item of add_observations: ``{entityName, contents[]}``."""
+
     entityName: str
     contents: list[str]
 
 
 class DeletionArg(_Args):
+    """One item of delete_observations: ``{entityName, observations[]}``."""
+
     entityName: str
     observations: list[str]
 
 
 class UpdateArg(_Args):
+    """One edit of update_observations: ``{entityName, match, replacement}``."""
+
     entityName: str
     match: str
     replacement: str
 
 
 class CreateEntitiesArgs(_Args):
+    """Arguments of create_entities: ``{entities[]}``."""
+
     entities: list[EntityArg]
 
 
 class CreateRelationsArgs(_Args):
+    """Arguments of create_relations: ``{relations[]}``."""
+
     relations: list[RelationArg]
 
 
 class AddObservationsArgs(_Args):
+    """Arguments of add_observations: ``{observations[]}``."""
+
     observations: list[ObservationsArg]
 
 
 class DeleteEntitiesArgs(_Args):
+    """Arguments of delete_entities: ``{entityNames[]}``."""
+
     entityNames: list[str]
 
 
 class DeleteObservationsArgs(_Args):
+    """Arguments of delete_observations: ``{deletions[]}``."""
+
     deletions: list[DeletionArg]
 
 
 class DeleteRelationsArgs(_Args):
+    """Arguments of delete_relations: ``{relations[]}``."""
+
     relations: list[RelationArg]
 
 
 class UpdateObservationsArgs(_Args):
+    """Arguments of update_observations: ``{updates[]}``."""
+
     updates: list[UpdateArg]
 
 
 class UpdateRelationsArgs(_Args):
+    """Arguments of update_relations: ``{relations[]}`` with evidence weights."""
+
     relations: list[EvidenceArg]
 
 
 class SearchArgs(_Args):
+    """Arguments of search_nodes: ``query`` (≤ 2048 characters), optional ``mode`` and ``limit`` (≥ 1)."""
+
     query: str
     mode: Literal["substring", "words", "fts"] | None = None   # None: the default, substring
     limit: int | None = Field(default=None, ge=1)
 
 
 class OpenArgs(_Args):
+    """Arguments of open_nodes: ``{names[]}``."""
+
     names: list[str]
 
 
 class NoArgs(_Args):
-    pass
+    """read_graph takes no arguments (extra keys are ignored, as upstream's schema allows)."""
 
 
 def parse_args(model: type[_Args], tool: str, arguments: dict[str, Any]) -> Any:
