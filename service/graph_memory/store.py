@@ -98,13 +98,16 @@ class Store:
             raise StoreError(f"cannot open database {path}: {exc}") from exc
         store = cls(path, conn)
         try:
-            store._configure(busy_timeout_ms)
-            if migrate:
-                applied = migrations.migrate(conn, str(path))
-                if applied:
-                    log.info("migrations_applied", path=str(path), migrations=[m.name for m in applied])
-            else:
-                migrations.status(conn, str(path))
+            for attempt in range(_BUSY_RETRIES + 1):
+                try:
+                    store._prepare(busy_timeout_ms, migrate)
+                    break
+                except (apsw.BusyError, apsw.LockedError):
+                    # e.g. another process recovering the WAL after a crash, which SQLite reports
+                    # as busy without waiting: the same retry as every transaction gets.
+                    if attempt == _BUSY_RETRIES:
+                        raise
+                    time.sleep(0.05 * (attempt + 1))
         except GraphError:
             conn.close()
             raise
@@ -112,6 +115,16 @@ class Store:
             conn.close()
             raise translate(exc, path) from exc
         return store
+
+    def _prepare(self, busy_timeout_ms: int, migrate: bool) -> None:
+        """Configure the connection, then apply pending migrations (or only check them)."""
+        self._configure(busy_timeout_ms)
+        if migrate:
+            applied = migrations.migrate(self.conn, str(self.path))
+            if applied:
+                log.info("migrations_applied", path=str(self.path), migrations=[m.name for m in applied])
+        else:
+            migrations.status(self.conn, str(self.path))
 
     def _configure(self, busy_timeout_ms: int) -> None:
         conn = self.conn
