@@ -36,6 +36,13 @@ _BUSY_RETRIES = 5
 # while bulk_load rebuilds the whole index.
 _FTS_HASH = 1024 * 1024
 _BULK_FTS_HASH = 32 * 1024 * 1024
+# An entity's search document, as the triggers of migrations/ build it: its observations
+# lower-cased with python_lower() and joined by newlines in id order ({0}: the entity id column).
+_DOCUMENT = ("coalesce((SELECT group_concat(python_lower(o.content), char(10) ORDER BY o.id) "
+             "FROM observations o WHERE o.entity_id = {0}), '')")
+_INSERT_DOCUMENTS = ("INSERT INTO entity_search (entity_id, name, entity_type, observations) "
+                     "SELECT e.id, python_lower(e.name), python_lower(e.entity_type), " + _DOCUMENT.format("e.id") +
+                     " FROM entities e")
 
 
 def python_lower(*args: apsw.SQLiteValue) -> apsw.SQLiteValue:
@@ -247,15 +254,7 @@ class Store:
         conn.execute("UPDATE search_sync SET enabled = 0 WHERE id = 1")
         yield
         conn.execute("DELETE FROM entity_search")
-        conn.execute(
-            """
-            INSERT INTO entity_search (entity_id, name, entity_type, observations)
-            SELECT e.id, python_lower(e.name), python_lower(e.entity_type),
-                   coalesce((SELECT group_concat(python_lower(o.content), char(10) ORDER BY o.id)
-                               FROM observations o WHERE o.entity_id = e.id), '')
-              FROM entities e
-            """
-        )
+        conn.execute(_INSERT_DOCUMENTS)
         # A 32 MiB pending-terms hash instead of FTS5's 1 MiB: far fewer segments to write and
         # merge, which halves the rebuild's CPU at 100k entities (issue 6); back to 1 MiB after.
         conn.execute("INSERT INTO entity_fts (entity_fts, rank) VALUES ('hashsize', ?)", (_BULK_FTS_HASH,))
@@ -281,19 +280,12 @@ class Store:
         conn.execute("UPDATE search_sync SET enabled = 0 WHERE id = 1")
         yield
         conn.execute("UPDATE search_sync SET enabled = 1 WHERE id = 1")
-        document = ("coalesce((SELECT group_concat(python_lower(o.content), char(10) ORDER BY o.id) "
-                    "FROM observations o WHERE o.entity_id = {0}), '')")
         conn.execute(
-            "UPDATE entity_search SET observations = " + document.format("entity_search.entity_id") +
+            "UPDATE entity_search SET observations = " + _DOCUMENT.format("entity_search.entity_id") +
             " WHERE entity_id IN (SELECT DISTINCT entity_id FROM observations WHERE id > ?) AND entity_id <= ?",
             (max_observation, max_entity),
         )
-        conn.execute(
-            "INSERT INTO entity_search (entity_id, name, entity_type, observations) "
-            "SELECT e.id, python_lower(e.name), python_lower(e.entity_type), " + document.format("e.id") +
-            " FROM entities e WHERE e.id > ?",
-            (max_entity,),
-        )
+        conn.execute(_INSERT_DOCUMENTS + " WHERE e.id > ?", (max_entity,))
 
 
 class _Busy(Exception):
