@@ -13,30 +13,9 @@ from typing import Any
 
 import pytest
 
-from helpers import sample_path
+from helpers import sample_path, upstream_oracle
 
 EXE = Path(sys.executable).with_name("graph-memory")
-
-
-def upstream_oracle(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The graph a reader of upstream's file should see: entity lines merged by name (first type,
-    observations unioned in order), relations de-duplicated, in file order."""
-    entities: dict[str, dict[str, Any]] = {}
-    relations: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for line in path.read_bytes().split(b"\n"):
-        if not line.strip():
-            continue
-        item = json.loads(line)
-        if item["type"] == "entity":
-            entity = entities.setdefault(item["name"], {"name": item["name"], "entityType": item["entityType"],
-                                                        "observations": []})
-            for obs in item["observations"]:
-                if obs not in entity["observations"]:
-                    entity["observations"].append(obs)
-        elif item["type"] == "relation":
-            key = (item["from"], item["to"], item["relationType"])
-            relations.setdefault(key, {"from": key[0], "to": key[1], "relationType": key[2]})
-    return list(entities.values()), list(relations.values())
 
 
 def run_session(env: dict[str, str], requests: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str, int]:

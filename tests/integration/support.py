@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from helpers import upstream_oracle as shared_upstream_oracle
+
 UID = 10001
 PY = "/opt/graph-memory/bin/python"
 """The image's venv interpreter (has the mcp SDK, httpx2 and apsw)."""
@@ -406,20 +408,8 @@ def wait_http(url: str, *, container: Any | None = None, timeout: float = 30) ->
 
 
 def upstream_oracle(path: Path) -> tuple[dict[str, dict[str, Any]], set[tuple[str, str, str]]]:
-    """What a reader of the reference server's file must see: entity lines merged by name (first
-    type kept, observations unioned in order), relation triples de-duplicated."""
-    entities: dict[str, dict[str, Any]] = {}
-    relations: set[tuple[str, str, str]] = set()
-    for line in path.read_bytes().split(b"\n"):
-        if not line.strip():
-            continue
-        item = json.loads(line)
-        if item["type"] == "entity":
-            entity = entities.setdefault(item["name"], {"name": item["name"], "entityType": item["entityType"],
-                                                        "observations": []})
-            for observation in item["observations"]:
-                if observation not in entity["observations"]:
-                    entity["observations"].append(observation)
-        else:
-            relations.add((item["from"], item["to"], item["relationType"]))
-    return entities, relations
+    """The reference file's graph (``helpers.upstream_oracle``) keyed by entity name, with the
+    relations as a set of ``(from, to, relationType)`` triples."""
+    entities, relations = shared_upstream_oracle(path)
+    return {e["name"]: e for e in entities}, {(r["from"], r["to"], r["relationType"]) for r in relations}
+
