@@ -273,18 +273,22 @@ def _unicode(value: str, what: str) -> None:
                            f"valid Unicode text") from None
 
 
-# A call adding at least this many observations writes each touched search document once at the
-# end (Store.batched_search_sync) instead of once per observation, which is quadratic in the batch.
+# A call adding at least this many observations to existing entities writes each touched search
+# document once at the end (Store.batched_search_sync) instead of once per observation, which is
+# quadratic in the batch. Below it the per-row triggers are cheaper (two queries fewer).
 _BATCHED_SYNC_FROM = 16
 
 
-def _run_adding(app: Memory, observations: int, operation: Callable[[Any], Any]) -> Any:
-    """``app.store.run_write(operation)`` for a call that adds ``observations`` observations."""
-    if observations < _BATCHED_SYNC_FROM:
+def _run_adding(app: Memory, observations: int, operation: Callable[[Any], Any], *,
+                new_entities_only: bool = False) -> Any:
+    """``app.store.run_write(operation)`` for a call that adds ``observations`` observations;
+    ``new_entities_only``: only to entities the call creates (create_entities), whose documents
+    are then always written once (less than half the cost of one entity with five observations)."""
+    if observations < _BATCHED_SYNC_FROM and not new_entities_only:
         return app.store.run_write(operation)
 
     def batched(conn: Any) -> Any:
-        with app.store.batched_search_sync(conn):
+        with app.store.batched_search_sync(conn, grows_existing=not new_entities_only):
             return operation(conn)
 
     return app.store.run_write(batched)
@@ -361,7 +365,7 @@ def _create_entities(app: Memory, arguments: dict[str, Any]) -> Outcome:
     args = parse_args(CreateEntitiesArgs, "create_entities", arguments)
     entities = app.entities(args.entities)
     created = _run_adding(app, sum(len(e.observations) for e in entities),
-                          lambda conn: graph.create_entities(conn, entities))
+                          lambda conn: graph.create_entities(conn, entities), new_entities_only=True)
     payload = [e.to_dict() for e in created]
     return Outcome({"entities": payload}, payload, bool(created))
 

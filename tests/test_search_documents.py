@@ -1,0 +1,96 @@
+"""The search documents and the FTS index stay exactly in step with the graph after every write.
+
+Adding writes take one of two paths (tools._run_adding): per-row triggers for small additions to
+existing entities, or Store.batched_search_sync, which writes each touched document once
+(create_entities always; add_observations from _BATCHED_SYNC_FROM observations). Whichever path
+ran, each entity's document must equal the one a full rebuild would produce, the FTS5 index must
+pass its integrity check against the documents, and every observation must be found by search.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from graph_memory import graph, search, tools
+from graph_memory.errors import InvalidInput
+from graph_memory.store import Store
+from graph_memory.tools import TOOLS, Memory
+
+SPECS = {spec.name: spec for spec in TOOLS}
+
+
+def run(memory: Memory, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return dict(SPECS[tool].run(memory, arguments).structured)
+
+
+def assert_index_matches_graph(store: Store) -> None:
+    conn = store.conn
+    expected: dict[int, tuple[str, str, str]] = {}
+    for entity_id, name, entity_type in conn.execute("SELECT id, name, entity_type FROM entities"):
+        observations = [content for (content,) in conn.execute(
+            "SELECT content FROM observations WHERE entity_id = ? ORDER BY id", (entity_id,))]
+        expected[entity_id] = (name.lower(), entity_type.lower(), "\n".join(o.lower() for o in observations))
+    stored = {row[0]: tuple(row[1:]) for row in conn.execute(
+        "SELECT entity_id, name, entity_type, observations FROM entity_search")}
+    assert stored == expected
+    assert store.integrity_problems() == []
+    for name, _, document in expected.values():
+        for observation in document.split("\n") if document else []:
+            hits = store.run_read(lambda c, o=observation: search.search_substring(c, o))
+            assert name in [e.name.lower() for e in hits.entities], (observation, name)
+
+
+@pytest.mark.parametrize("batched_from", [1, tools._BATCHED_SYNC_FROM, 10_000])
+def test_documents_follow_every_adding_write(memory: Memory, store: Store, monkeypatch: pytest.MonkeyPatch,
+                                             batched_from: int) -> None:
+    monkeypatch.setattr(tools, "_BATCHED_SYNC_FROM", batched_from)
+    run(memory, "create_entities", {"entities": [
+        {"name": "Ada Łovelace", "entityType": "Person", "observations": ["Wrote the first PROGRAM", "İstanbul trip"]},
+        {"name": "Bare", "entityType": "thing", "observations": []},
+        {"name": "Ada Łovelace", "entityType": "dup", "observations": ["ignored: the first occurrence wins"]},
+    ]})
+    assert_index_matches_graph(store)
+    # Existing names are skipped while new ones in the same call are indexed.
+    created = run(memory, "create_entities", {"entities": [
+        {"name": "Bare", "entityType": "thing", "observations": ["never added"]},
+        {"name": "Grace", "entityType": "person", "observations": ["COBOL", "COBOL", "Navy ⚓"]},
+    ]})
+    assert [e["name"] for e in created["entities"]] == ["Grace"]
+    assert_index_matches_graph(store)
+    run(memory, "add_observations", {"observations": [
+        {"entityName": "Bare", "contents": ["now has a fact"]},
+        {"entityName": "Grace", "contents": ["Navy ⚓", "compiler pioneer"] + [f"fact {i}" for i in range(20)]},
+    ]})
+    assert_index_matches_graph(store)
+    run(memory, "update_observations", {"updates": [
+        {"entityName": "Grace", "match": "COBOL", "replacement": "FLOW-MATIC and COBOL"}]})
+    run(memory, "delete_observations", {"deletions": [
+        {"entityName": "Ada Łovelace", "observations": ["İstanbul trip"]}]})
+    run(memory, "delete_entities", {"entityNames": ["Bare"]})
+    assert_index_matches_graph(store)
+    assert [e.name for e in store.run_read(lambda c: search.search_substring(c, "flow-matic")).entities] == ["Grace"]
+    assert store.run_read(lambda c: search.search_substring(c, "never added")).entities == []
+    assert store.run_read(lambda c: search.search_substring(c, "first occurrence")).entities == []
+
+
+def test_failed_create_rolls_back_the_sync_switch(memory: Memory, store: Store,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A create_entities call failing after its inserts (inside the batched sync) writes nothing
+    and leaves the per-row sync on, so later writes keep the index in step."""
+    original = graph.create_entities
+
+    def create_then_fail(conn: Any, entities: Any) -> Any:
+        original(conn, entities)
+        raise InvalidInput("simulated failure after the inserts")
+
+    monkeypatch.setattr(graph, "create_entities", create_then_fail)
+    with pytest.raises(InvalidInput):
+        run(memory, "create_entities", {"entities": [{"name": "x", "entityType": "t", "observations": ["a fact"]}]})
+    monkeypatch.setattr(graph, "create_entities", original)
+    assert store.conn.execute("SELECT enabled FROM search_sync").fetchall() == [(1,)]
+    assert store.conn.execute("SELECT count(*) FROM entities").fetchall() == [(0,)]
+    run(memory, "create_entities", {"entities": [{"name": "y", "entityType": "t", "observations": ["ok fact"]}]})
+    run(memory, "add_observations", {"observations": [{"entityName": "y", "contents": ["second fact"]}]})
+    assert_index_matches_graph(store)
