@@ -30,14 +30,27 @@ def _json(values: Iterable[Any]) -> str:
     return json.dumps(list(values), ensure_ascii=False)
 
 
+# Up to this many values go into ``IN (...)`` as separate parameters; more go as one JSON array
+# through json_each. Binding a few values directly costs SQLite half as much as json_each (about
+# 10 µs less per statement), which matters for point operations (issue 6).
+_INLINE_VALUES = 16
+
+
+def _members(values: Sequence[Any]) -> tuple[str, tuple[Any, ...]]:
+    """``(sql, params)`` for ``column IN <sql>``: the values bound one by one when there are a few
+    (1 to 16), else one JSON array read through ``json_each`` (one statement shape for any count)."""
+    if 0 < len(values) <= _INLINE_VALUES:
+        return "(" + ",".join("?" * len(values)) + ")", tuple(values)
+    return "(SELECT value FROM json_each(?))", (_json(values),)
+
+
 # -- reading ------------------------------------------------------------------------------------
 
 
 def _entity_ids(conn: apsw.Connection, names: Sequence[str]) -> dict[str, int]:
     """``{name: id}`` for the names that are entities."""
-    rows = conn.execute("SELECT name, id FROM entities WHERE name IN (SELECT value FROM json_each(?))",
-                        (_json(names),))
-    return dict(rows)
+    members, params = _members(names)
+    return dict(conn.execute(f"SELECT name, id FROM entities WHERE name IN {members}", params))
 
 
 def _require_entity(conn: apsw.Connection, name: str) -> int:
@@ -56,11 +69,9 @@ def _load_entities(conn: apsw.Connection, where: str = "", params: tuple[Any, ..
         return []
     by_id = {row[0]: Entity(row[1], row[2], []) for row in heads}
     if where:
-        obs = conn.execute(
-            "SELECT entity_id, content FROM observations "
-            "WHERE entity_id IN (SELECT value FROM json_each(?)) ORDER BY id",
-            (_json(by_id),),
-        )
+        members, ids = _members(list(by_id))
+        obs = conn.execute(f"SELECT entity_id, content FROM observations WHERE entity_id IN {members} ORDER BY id",
+                           ids)
     else:
         obs = conn.execute("SELECT entity_id, content FROM observations ORDER BY id")
     for entity_id, content in obs:
@@ -71,23 +82,25 @@ def _load_entities(conn: apsw.Connection, where: str = "", params: tuple[Any, ..
 def _entities_by_ids(conn: apsw.Connection, ids: Sequence[int]) -> list[Entity]:
     if not ids:
         return []
-    return _load_entities(conn, "WHERE e.id IN (SELECT value FROM json_each(?))", (_json(ids),))
+    members, params = _members(ids)
+    return _load_entities(conn, f"WHERE e.id IN {members}", params)
+
+
+def _entities_named(conn: apsw.Connection, names: Sequence[str]) -> list[Entity]:
+    """The entities with these names (unknown names skipped), in rowid order."""
+    if not names:
+        return []
+    members, params = _members(names)
+    return _load_entities(conn, f"WHERE e.name IN {members}", params)
 
 
 def _relations_touching(conn: apsw.Connection, names: Sequence[str]) -> list[Relation]:
     """Relations with at least one endpoint among ``names``, in rowid order."""
     if not names:
         return []
-    rows = conn.execute(
-        """
-        SELECT from_name, to_name, relation_type, weight FROM relations
-         WHERE id IN (SELECT r.id FROM relations r JOIN json_each(?1) n ON r.from_name = n.value
-                      UNION
-                      SELECT r.id FROM relations r JOIN json_each(?1) n ON r.to_name = n.value)
-         ORDER BY id
-        """,
-        (_json(names),),
-    )
+    members, params = _members(names)
+    rows = conn.execute(f"SELECT from_name, to_name, relation_type, weight FROM relations "
+                        f"WHERE from_name IN {members} OR to_name IN {members} ORDER BY id", params + params)
     return [Relation(*row) for row in rows]
 
 
@@ -97,8 +110,7 @@ def _slice(conn: apsw.Connection, entities: list[Entity]) -> GraphSlice:
     relations = _relations_touching(conn, names)
     inside = set(names)
     far = _unique(n for r in relations for n in (r.source, r.target) if n not in inside)
-    neighbors = _load_entities(conn, "WHERE e.name IN (SELECT value FROM json_each(?))", (_json(far),)) \
-        if far else []
+    neighbors = _entities_named(conn, far)
     return GraphSlice(entities, relations, neighbors)
 
 
@@ -114,8 +126,7 @@ def read_graph(conn: apsw.Connection) -> GraphSlice:
 def open_nodes(conn: apsw.Connection, names: Sequence[str]) -> GraphSlice:
     """The entities with exactly these names (unknown names skipped), in rowid order, with the
     relations that have at least one endpoint among them and their neighbors."""
-    entities = _load_entities(conn, "WHERE e.name IN (SELECT value FROM json_each(?))", (_json(names),))
-    return _slice(conn, entities)
+    return _slice(conn, _entities_named(conn, names))
 
 
 # -- writing ------------------------------------------------------------------------------------
@@ -240,14 +251,12 @@ def delete_entities(conn: apsw.Connection, names: Sequence[str]) -> DeleteEntiti
     reference server filters relations by the requested names, whether or not they exist).
     """
     unique = _unique(names)
-    deleted = [row[0] for row in conn.execute(
-        "DELETE FROM entities WHERE name IN (SELECT value FROM json_each(?)) RETURNING name", (_json(unique),))]
+    members, params = _members(unique)
+    deleted = [row[0] for row in conn.execute(f"DELETE FROM entities WHERE name IN {members} RETURNING name", params)]
     gone = set(deleted)
     deleted = [n for n in unique if n in gone]
     relations = conn.execute(
-        "DELETE FROM relations WHERE from_name IN (SELECT value FROM json_each(?1)) "
-        "OR to_name IN (SELECT value FROM json_each(?1)) RETURNING id",
-        (_json(unique),),
+        f"DELETE FROM relations WHERE from_name IN {members} OR to_name IN {members} RETURNING id", params + params,
     ).fetchall()
     return DeleteEntitiesResult(len(unique), deleted, [n for n in unique if n not in gone], len(relations))
 
