@@ -17,6 +17,9 @@ from graph_memory import graph, search, tools
 from graph_memory.errors import InvalidInput
 from graph_memory.store import Store
 from graph_memory.tools import TOOLS, Memory
+from graph_memory.typed import load_typed_tools
+
+from helpers import REPO
 
 SPECS = {spec.name: spec for spec in TOOLS}
 
@@ -94,3 +97,17 @@ def test_failed_create_rolls_back_the_sync_switch(memory: Memory, store: Store,
     run(memory, "create_entities", {"entities": [{"name": "y", "entityType": "t", "observations": ["ok fact"]}]})
     run(memory, "add_observations", {"observations": [{"entityName": "y", "contents": ["second fact"]}]})
     assert_index_matches_graph(store)
+
+
+def test_typed_add_indexes_every_property(memory: Memory, store: Store) -> None:
+    """add_<type> (schema-driven tools) writes the new entity's document once, with every
+    property observation in it."""
+    typed = {spec.name: spec for spec in load_typed_tools(REPO / "examples" / "schemas")}
+    typed["add_location"].run(memory, {"location": {"name": "Greywater", "kind": "city",
+                                                    "description": "A harbour town with Tide-Bells"}})
+    typed["add_artifact"].run(memory, {"artifact": {"name": "Bell of Ys", "rarity": "legendary",
+                                                    "description": "Rings before storms",
+                                                    "keptIn": "Greywater", "powers": ["calls fog", "calms waves"]}})
+    assert_index_matches_graph(store)
+    for needle in ("tide-bells", "storms", "calms waves", "legendary"):
+        assert store.run_read(lambda c, n=needle: search.search_substring(c, n)).entities, needle
