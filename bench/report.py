@@ -101,7 +101,7 @@ def text_table(result: dict[str, Any]) -> str:
     lines.append("")
     lines.append("targets:")
     for t in targets(result):
-        state = "met" if t["met"] else "MISSED" if t["met"] is False else "n/a"
+        state = "note" if t.get("info") else "met" if t["met"] else "MISSED" if t["met"] is False else "n/a"
         lines.append(f"  [{state}] {t['target']}: {t['value']}")
     return "\n".join(lines)
 
@@ -143,6 +143,13 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
                 "met": worst[1]["ratio"] <= POINT_TARGET_RATIO if largest >= 100_000 else None,
                 "value": f"worst {worst[0]} {worst[1]['ratio']:.2f}× ("
                          + ", ".join(f"{k} {o['ratio']:.2f}×" for k, o in points) + ")"})
+    if all("net_ratio" in o for _, o in points):
+        net_worst = max(points, key=lambda kv: kv[1]["net_ratio"])
+        out.append({"target": f"(for reading the above, not a target) the same at {largest:,} without the "
+                              f"client's output-schema validation",
+                    "met": None, "info": True,
+                    "value": f"worst {net_worst[0]} {net_worst[1]['net_ratio']:.2f}× ("
+                             + ", ".join(f"{k} {o['net_ratio']:.2f}×" for k, o in points) + ")"})
     for size, need in SPEEDUP_TARGETS.items():
         s = sizes.get(size)
         ref_ops = _ops(s.get("reference")) if s else {}
@@ -177,15 +184,29 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 READING = [
     "- **The floor is the SDK's.** An empty call is a JSON-RPC round trip through the MCP SDK at both "
-    "ends; graph-memory's own code is about 50 µs of it. On the server side the largest part not spent on "
-    "protocol work is the SDK's stdio transport, which reads every line and writes every reply on a "
-    "worker thread: the experiment above, with the same SDK fed by asyncio pipes, shows what removing those "
-    "hops would give. The reference server's Node SDK answers an empty call in about half our time.",
-    "- **Point operations add 0.1–0.6 ms to the floor.** Part of it is the client: the official Python "
-    "client validates every structured result against the tool's output schema with `jsonschema` (pure "
-    "Python), so larger results cost more on the client — and `open_nodes`/`search_nodes` return the "
-    "neighbors too. The rest is SQLite: a write re-indexes the entity's search document (FTS5 trigram) "
-    "and commits; a rare-term search walks the trigram posting lists of the term, some of which are common.",
+    "ends; graph-memory's own code is about 20 µs of it (argument parsing, one read transaction, the reply "
+    "text). On the server side the largest part not spent on protocol work is the SDK's stdio transport, "
+    "which reads every line and writes every reply on a worker thread: the experiment above, with the same "
+    "SDK fed by asyncio pipes, shows what removing those hops would give. graph-memory keeps the SDK's "
+    "transport (a maintained library beats our own copy of it). The reference server's Node SDK answers an "
+    "empty call in about half our time.",
+    "- **Point operations add 0.1–0.5 ms to the floor, and that excess does not grow with the graph.** The "
+    "‡ column splits it: the official Python client checks every structured result against the tool's output "
+    "schema with `jsonschema` (pure Python), which costs 0.1–0.2 ms for the entity, relations and neighbors "
+    "that `open_nodes` and `search_nodes` return (the reference server's replies are checked the same way). "
+    "On the server, in a tight loop, a point read is 40–60 µs of SQLite and a write that touches "
+    "observations ~180 µs, 130 µs of it in the FTS5 index (re-indexing the entity's search document, then "
+    "writing a new index segment at commit). Between two calls of a real session the client and the SDK "
+    "have cooled the CPU caches, and the same work takes 2–3 times as long (measured: 105 → 410 µs for "
+    "`open_nodes` when 16 MiB is touched between calls): that, not the amount of work, is most of what "
+    "remains above the floor. Writes also leave small FTS5 segments behind until the next merge, and a "
+    "rare-term search probes each of them (57 µs on a freshly merged index, 120–170 µs after a few hundred "
+    "writes).",
+    "- **p95 and the worst case of writes are FTS5 segment merges.** FTS5 merges its segments "
+    "incrementally: every few dozen writes one does a few hundred pages of merge work (5–20 ms), and, more and "
+    "more rarely, a merge reaches the largest segment and rewrites the whole index (about 1 s at 100,000 "
+    "entities; in one measured stretch of 1,500 writes it happened once). An import ends with the index "
+    "merged into one segment, so the first writes after it do not pay for the import's merges.",
     "- **Results that grow with the graph are the client's time.** Validating thousands of entities with "
     "`jsonschema` dominates common-term searches and `read_graph` for both servers; at 100,000 entities the "
     "client's stdio reader also re-joins its line buffer for every 64 KiB it receives (quadratic in the "
@@ -259,12 +280,14 @@ def markdown(result: dict[str, Any]) -> str:
             lines += [f"Reference server skipped at this size ({ref['skipped']}).", ""]
         elif has_ref:
             lines += [f"Reference server: {ref['samples_note']}.", ""]
-        lines += ["| operation | ours p50 | ours p95 | ×floor | reference p50 | reference p95 | ×floor | speedup |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        lines += ["| operation | ours p50 | ours p95 | ×floor | ×floor w/o client validation ‡ | reference p50 | "
+                  "reference p95 | ×floor | speedup |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for row in rows(s):
             o, r = row["ours"], row["ref"]
             label = row["label"] + ("" if row["point"] else " †")
-            ours_cells = f"{ms(o['p50'])} ms | {ms(o['p95'])} ms | {ratio(o['ratio']) if 'ratio' in o else '1.00×'}"
+            ours_cells = (f"{ms(o['p50'])} ms | {ms(o['p95'])} ms | {ratio(o['ratio']) if 'ratio' in o else '1.00×'} | "
+                          + (f"{ratio(o['net_ratio'])} ({ms(o['validation_p50'])} ms)" if "net_ratio" in o else ""))
             if r:
                 ref_cells = f"{ms(r['p50'])} ms | {ms(r['p95'])} ms | {ratio(r['ratio']) if 'ratio' in r else '1.00×'}"
             else:
@@ -272,10 +295,15 @@ def markdown(result: dict[str, Any]) -> str:
             speed = f"**{ratio(row['speedup'])}**" if row.get("speedup") else ""
             lines.append(f"| {label} | {ours_cells} | {ref_cells} | {speed} |")
     lines += ["", "† the result grows with the graph (1 % or 0.1 % of the entities, or all of them): not a point "
-                  "operation. Both servers' figures include the client parsing and validating the result.", ""]
+                  "operation. Both servers' figures include the client parsing and validating the result.", "",
+              "‡ the same ratio with the official client's output-schema check taken out of both the operation "
+              "and its floor (in brackets: that check's p50 for the operation). The client validates every "
+              "structured result with `jsonschema`, in pure Python, so its share grows with the size of the "
+              "result; what remains is the server, the transport and the client's JSON parsing.", ""]
     lines += ["## Targets (issue 6)", ""]
     for t in targets(result):
-        state = "met" if t["met"] else "**missed**" if t["met"] is False else "not measured"
+        state = ("note" if t.get("info") else "met" if t["met"] else "**missed**" if t["met"] is False
+                 else "not measured")
         lines.append(f"- {state} — {t['target']}: {t['value']}")
     lines += ["", "## Noise", "", _noise(result), "", "## Reading the numbers", "", *READING, "",
               "![latency vs graph size](bench.png)", "",

@@ -161,6 +161,12 @@ class Side:
     warmup: int
     heavy_per_round: int | None
     samples: dict[str, workload.Samples]
+    clock: workload.ValidationClock | None = None
+
+
+def _net(times: list[list[int]], checks: list[list[int]]) -> list[int]:
+    """Each sample minus the client's output-schema validation within it."""
+    return [t - c for t, c in zip(flatten(times), flatten(checks), strict=True)]
 
 
 def _op_stats(samples: workload.Samples, op: workload.Op | None) -> dict[str, Any]:
@@ -168,6 +174,17 @@ def _op_stats(samples: workload.Samples, op: workload.Op | None) -> dict[str, An
     floor_stats = summary(flatten(samples.floor))
     medians = round_medians(samples.op)
     ratios = [o / f for o, f in zip(medians, round_medians(samples.floor), strict=True)]
+    validation: dict[str, Any] = {}
+    if samples.op_validation:
+        # The same ratio with the client's jsonschema check of the result taken out of both the
+        # operation and its floor: what the server and the transport cost, without the client's
+        # (pure-Python) validation, which grows with the size of the result.
+        net_op, net_floor = summary(_net(samples.op, samples.op_validation)), \
+            summary(_net(samples.floor, samples.floor_validation))
+        validation = {"validation_p50": summary(flatten(samples.op_validation))["p50"],
+                      "floor_validation_p50": summary(flatten(samples.floor_validation))["p50"],
+                      "net_p50": net_op["p50"], "net_floor_p50": net_floor["p50"],
+                      "net_ratio": net_op["p50"] / net_floor["p50"]}
     return {
         "label": op.label if op else "read_graph (whole graph)",
         "point": op.point if op else False,
@@ -178,6 +195,7 @@ def _op_stats(samples: workload.Samples, op: workload.Op | None) -> dict[str, An
         "round_p50s": medians,
         "round_ratios": ratios,
         "round_spread": spread(medians),
+        **validation,
     }
 
 
@@ -190,7 +208,8 @@ async def measure_sides(specs: list[tuple[servers.ServerSpec, list[workload.Op],
         sides: list[Side] = []
         for spec, ops, per_round, warmup, heavy in specs:
             client = await stack.enter_async_context(servers.connect(spec, errlog))
-            sides.append(Side(spec, client, servers.server_pid(spec), ops, per_round, warmup, heavy, {}))
+            sides.append(Side(spec, client, servers.server_pid(spec), ops, per_round, warmup, heavy, {},
+                              workload.ValidationClock(client)))
         out: dict[str, dict[str, Any]] = {}
         for side in sides:
             kind = side.spec.kind
@@ -211,7 +230,7 @@ async def measure_sides(specs: list[tuple[servers.ServerSpec, list[workload.Op],
                 if side.per_round:
                     await workload.run_round(side.client, side.spec.kind, side.ops, side.samples, round_index=r,
                                              per_round=side.per_round, warmup=side.warmup,
-                                             heavy_per_round=side.heavy_per_round)
+                                             heavy_per_round=side.heavy_per_round, clock=side.clock)
             log(f"  round {r + 1}/{rounds} done (load {os.getloadavg()[0]:.2f})")
         for side in sides:
             kind = side.spec.kind

@@ -48,10 +48,38 @@ class Op:
 @dataclass
 class Samples:
     """Latencies in nanoseconds: ``op`` the operation, ``floor`` its paired empty calls; both
-    indexed by round."""
+    indexed by round. ``op_validation`` / ``floor_validation``: of each sample, the nanoseconds
+    the client spent validating the result against the tool's output schema (same shape; empty
+    when not measured)."""
 
     op: list[list[int]] = field(default_factory=list)
     floor: list[list[int]] = field(default_factory=list)
+    op_validation: list[list[int]] = field(default_factory=list)
+    floor_validation: list[list[int]] = field(default_factory=list)
+
+
+class ValidationClock:
+    """Counts the time the official client spends in ``ClientSession.validate_tool_result``:
+    checking each structured result against the tool's output schema with ``jsonschema`` (pure
+    Python, so it grows with the size of the result). Wraps the method of one connected client;
+    ``last`` is the time of the most recent call, in nanoseconds."""
+
+    def __init__(self, client: Client) -> None:
+        self.last = 0
+        session = client.session
+        original = session.validate_tool_result
+
+        async def timed(name: str, result: Any) -> None:
+            start = time.perf_counter_ns()
+            try:
+                await original(name, result)
+            finally:
+                self.last = time.perf_counter_ns() - start
+
+        session.validate_tool_result = timed  # type: ignore[method-assign]
+
+    def reset(self) -> None:
+        self.last = 0
 
 
 def _entities_count(expected: int) -> Callable[[Any], str | None]:
@@ -161,7 +189,8 @@ async def warm_up(client: Client, kind: str, ops: list[Op], warmup: int) -> None
 
 
 async def run_round(client: Client, kind: str, ops: list[Op], out: dict[str, Samples], *, round_index: int,
-                    per_round: int, warmup: int, heavy_per_round: int | None = None, block: int = 10) -> None:
+                    per_round: int, warmup: int, heavy_per_round: int | None = None, block: int = 10,
+                    clock: ValidationClock | None = None) -> None:
     """One round: ``per_round`` samples of every operation (``heavy_per_round`` for operations
     whose result grows with the graph, when given), appended to ``out``.
 
@@ -169,22 +198,29 @@ async def run_round(client: Client, kind: str, ops: list[Op], out: dict[str, Sam
     to back, then empty calls again… Each kind of call is timed in its own steady state (as an
     independent benchmark would time it), and the two stay within milliseconds of each other, so
     a busy moment of the machine hits both. Sample ``g`` of an operation always gets the same
-    targets, so rounds never collide."""
+    targets, so rounds never collide. With ``clock``, each sample's client-side validation time
+    is recorded too."""
     floor_tool, floor_args = floor_call(kind)
     floor_error = floor_tool == NOOP_TOOL
     for op in ops:
         if kind != "ours" and op.ours_only:
             continue
-        floors, times = [], []
+        floors, times, floor_checks, checks = [], [], [], []
         count = per_round if op.point or heavy_per_round is None else min(per_round, heavy_per_round)
         j = 0
         while j < count:
             size = min(block, count - j)
             for _ in range(size):
+                if clock:
+                    clock.reset()
                 floors.append((await timed_call(client, floor_tool, floor_args, expect_error=floor_error))[0])
+                floor_checks.append(clock.last if clock else 0)
             for _ in range(size):
                 g = warmup + round_index * per_round + j
+                if clock:
+                    clock.reset()
                 elapsed, result = await timed_call(client, op.tool, op.make_args(g))
+                checks.append(clock.last if clock else 0)
                 if round_index == 0 and j == 0 and op.check is not None and (problem := op.check(result)):
                     raise BenchError(f"{kind} {op.key}: {problem}")
                 times.append(elapsed)
@@ -192,6 +228,9 @@ async def run_round(client: Client, kind: str, ops: list[Op], out: dict[str, Sam
         samples = out.setdefault(op.key, Samples())
         samples.op.append(times)
         samples.floor.append(floors)
+        if clock:
+            samples.op_validation.append(checks)
+            samples.floor_validation.append(floor_checks)
 
 
 async def run_read_graph(client: Client, kind: str, count: int, entities: int, *, warmup: bool = True) -> Samples:
