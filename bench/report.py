@@ -308,7 +308,9 @@ def markdown(result: dict[str, Any]) -> str:
     lines += ["", "## Noise", "", _noise(result), "", "## Reading the numbers", "", *READING, "",
               "![latency vs graph size](bench.png)", "",
               "Reproduce: `pip install -e '.[bench]'` then `python -m bench --reference` (about 20 minutes; "
-              "`--quick` for a smoke run). Raw numbers go to `bench/results/`.", ""]
+              "`--quick` for a smoke run). Raw numbers go to `bench/results/`. To tell whether a change helps, "
+              "compare two source trees side by side on one database with `python -m bench.ab` (both servers "
+              "measured in alternating blocks; see its docstring).", ""]
     return "\n".join(lines)
 
 
