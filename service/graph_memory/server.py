@@ -85,12 +85,23 @@ def _error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
 
 
+# The JSON Schema dialect of every advertised schema: the reference server's (its schemas declare
+# draft-07), and cheaper for clients to check results against than the 2020-12 default — the
+# official Python client validates each structured result ~18 % faster (issue 6). Our schemas
+# use no keyword whose meaning differs between the two.
+SCHEMA_DIALECT = "http://json-schema.org/draft-07/schema#"
+
+
+def _dialect(schema: dict[str, Any]) -> dict[str, Any]:
+    return schema if "$schema" in schema else {"$schema": SCHEMA_DIALECT, **schema}
+
+
 def _tool(spec: ToolSpec) -> types.Tool:
     return types.Tool(
         name=spec.name,
         description=spec.description,
-        input_schema=spec.input_schema,
-        output_schema=spec.output_schema,
+        input_schema=_dialect(spec.input_schema),
+        output_schema=_dialect(spec.output_schema),
         annotations=types.ToolAnnotations(
             read_only_hint=spec.annotations["readOnlyHint"],
             destructive_hint=spec.annotations["destructiveHint"],
