@@ -1,8 +1,9 @@
 """``python -m bench``: graph-memory against the reference server, over real MCP stdio.
 
 For each graph size: generate the graph (``bench.datagen``), import it with ``graph-memory import``
-(timed), measure cold start, then every operation as (empty call, operation) pairs through the
-official Python client (``bench.workload``), read_graph, and the server's peak RSS; with
+(timed), measure cold start, then every operation in alternating blocks (ten empty calls, then ten
+calls of the operation) through the official Python client (``bench.workload``), read_graph, and
+the server's peak RSS; with
 ``--reference``, the same against ``@modelcontextprotocol/server-memory`` on its own copy of the
 JSONL file. Results: a table on stdout, JSON under bench/results/, and (full runs) the README
 table text in docs/benchmarks.md and the plot docs/bench.png.
@@ -277,10 +278,9 @@ async def measure_size(size: int, args: argparse.Namespace, budget: Budget, work
         imports.append(run_import(jsonl, workdir / f"scratch-{i}.db"))
         for suffix in ("", "-wal", "-shm"):
             Path(f"{workdir / f'scratch-{i}.db'}{suffix}").unlink(missing_ok=True)
-    secs = sorted(i["seconds"] for i in imports)
-    cpus = sorted(i["cpu_seconds"] for i in imports)
-    out["import"] = {"runs": imports, "seconds_median": secs[len(secs) // 2],
-                     "cpu_seconds_median": cpus[len(cpus) // 2],
+    median_run = sorted(imports, key=lambda i: i["seconds"])[len(imports) // 2]   # wall and CPU of one run
+    out["import"] = {"runs": imports, "seconds_median": median_run["seconds"],
+                     "cpu_seconds_median": median_run["cpu_seconds"],
                      "peak_rss_mb": max(i["peak_rss_mb"] for i in imports)}
     out["db_bytes_after_import"] = disk_bytes(database)
     runs = ", ".join(f"{i['seconds']:.2f} s (CPU {i['cpu_seconds']:.2f} s)" for i in imports)
@@ -441,7 +441,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--sizes takes comma-separated integers, e.g. 1000,10000")
     if not args.sizes or min(args.sizes) < 100:
         parser.error("sizes must be at least 100 entities")
-    if args.docs is None:
+    if args.docs is None and not args.render:   # --render decides from the saved run (see main)
         args.docs = not args.quick
     return args
 
@@ -451,8 +451,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.render:
         result = json.loads(Path(args.render).read_text(encoding="utf-8"))
         print(report.text_table(result))
-        if args.docs is not False:
+        run_args = result["meta"].get("args", {})
+        partial = run_args.get("quick") or not run_args.get("reference")
+        if args.docs or (args.docs is None and not partial):
             write_docs(result)
+        elif partial and args.docs is None:
+            print("docs not written: a --quick run or one without --reference; add --docs to write them anyway",
+                  file=sys.stderr)
         return 0
     try:
         result = anyio.run(main_async, args)

@@ -19,6 +19,7 @@ import pytest
 from helpers import REPO
 
 pytest.importorskip("psutil")
+pytestmark = pytest.mark.slow   # subprocess runs of the harness: about 15 s
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +70,8 @@ def test_report_renders_tables_and_targets(quick_result: dict[str, Any]) -> None
     assert "## Targets (issue 6)" in markdown
     targets = report.targets(quick_result)
     assert any(t.get("info") and "without the client's output-schema validation" in t["target"] for t in targets)
-    assert "open_nodes" in report.text_table(quick_result)
+    text = report.text_table(quick_result)
+    assert "open_nodes" in text and "‡" in text and "search_nodes, common term ('Kraków', 1 % of entities) †" in text
 
 
 def test_bench_ab_compares_two_trees(tmp_path: Path) -> None:
@@ -82,3 +84,15 @@ def test_bench_ab_compares_two_trees(tmp_path: Path) -> None:
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
     assert [line.split()[0] for line in lines] == ["open_nodes", "add_observations"]
     assert all(line.count("floor") == 2 for line in lines)
+    # An operation that acts on what another creates brings it along; unknown keys are refused.
+    proc = subprocess.run([sys.executable, "-m", "bench.ab", "--db", str(tmp_path / "ab.db"), "--size", "300",
+                           "--rounds", "1", "--blocks", "1", "--ops", "delete_relations", "."],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [line.split()[0] for line in proc.stdout.splitlines() if line.strip()] == [
+        "create_entities", "create_relations", "delete_relations"]
+    for wrong in (["--ops", "no_such_op"], ["--size", "301"]):
+        proc = subprocess.run([sys.executable, "-m", "bench.ab", "--db", str(tmp_path / "ab.db"), "--size", "300",
+                               "--rounds", "1", "--blocks", "1", *wrong, "."],
+                              cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode != 0 and "bench.ab:" in proc.stderr, wrong
