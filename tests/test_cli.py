@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -443,3 +444,36 @@ def test_installed_script_exit_codes_for_refusal_and_pending(tmp_path: Path) -> 
     assert not database.exists()
     pending = subprocess.run([str(SCRIPT), "migrate", "--check"], capture_output=True, text=True, env=env, timeout=60)
     assert pending.returncode == 3 and not database.exists()
+
+
+_FREED_BLOCK_PROBE = """
+import ctypes, sys
+import psutil
+from graph_memory import cli
+if sys.argv[1] == "on":
+    assert cli.return_large_buffers_to_the_os() is True
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+big = libc.malloc(16 * 2**20)   # freeing it raises glibc's default mmap threshold to 16 MiB
+libc.free(big)
+before = psutil.Process().memory_info().rss
+block = libc.malloc(8 * 2**20)
+ctypes.memset(block, 1, 8 * 2**20)
+libc.free(block)
+print(psutil.Process().memory_info().rss - before)
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="a glibc malloc setting")
+def test_serve_returns_large_buffers_to_the_os() -> None:
+    """cli.return_large_buffers_to_the_os (called by serve): a freed 8 MiB block leaves the
+    resident size at once, where glibc's default would keep it in the heap after a larger block
+    had been freed (which is what a large reply does)."""
+    retained = {}
+    for mode in ("on", "off"):
+        proc = subprocess.run([sys.executable, "-c", _FREED_BLOCK_PROBE, mode], capture_output=True, text=True,
+                              timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        retained[mode] = int(proc.stdout)
+    assert retained["on"] < 2**20 <= 7 * 2**20 <= retained["off"]
