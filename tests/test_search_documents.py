@@ -1,8 +1,8 @@
 """The search documents and the FTS index stay exactly in step with the graph after every write.
 
-Adding writes take one of two paths (tools._run_adding): per-row triggers for small additions to
-existing entities, or Store.batched_search_sync, which writes each touched document once
-(create_entities always; add_observations from _BATCHED_SYNC_FROM observations). Whichever path
+Adding writes take one of two paths: per-row triggers for small additions to existing entities,
+or store.batched_search_sync, which writes each touched document once (graph.create_entities
+always; add_observations from tools._BATCHED_SYNC_FROM observations, see tools._run_adding). Whichever path
 ran, each entity's document must equal the one a full rebuild would produce, the FTS5 index must
 pass its integrity check against the documents, and every observation must be found by search.
 """
@@ -15,7 +15,8 @@ import pytest
 
 from graph_memory import graph, search, tools
 from graph_memory.errors import InvalidInput
-from graph_memory.store import Store
+from graph_memory.models import Entity
+from graph_memory.store import Store, batched_search_sync
 from graph_memory.tools import TOOLS, Memory
 from graph_memory.typed import load_typed_tools
 
@@ -111,3 +112,27 @@ def test_typed_add_indexes_every_property(memory: Memory, store: Store) -> None:
     assert_index_matches_graph(store)
     for needle in ("tide-bells", "storms", "calms waves", "legendary"):
         assert store.run_read(lambda c, n=needle: search.search_substring(c, n)).entities, needle
+
+
+def test_batched_sync_inside_a_batch_or_bulk_load_leaves_the_documents_to_it(store: Store) -> None:
+    """create_entities inside an enclosing batch or a bulk load does not switch the per-row sync
+    back on half-way: the enclosing one writes every document once, at its end."""
+    def nested(conn: Any) -> None:
+        with batched_search_sync(conn):
+            graph.create_entities(conn, [Entity("a", "t", ["first fact"])])
+            assert conn.execute("SELECT enabled FROM search_sync").fetchall() == [(0,)]
+            graph.add_observations(conn, [("a", ["second fact"])])
+
+    store.run_write(nested)
+
+    def bulk(conn: Any) -> None:
+        with store.bulk_load(conn):
+            graph.create_entities(conn, [Entity("b", "t", ["bulk fact"])])
+            assert conn.execute("SELECT enabled FROM search_sync").fetchall() == [(0,)]
+            assert conn.execute("SELECT count(*) FROM entity_search WHERE entity_id = 2").fetchall() == [(0,)]
+
+    store.run_write(bulk)
+    assert store.conn.execute("SELECT enabled FROM search_sync").fetchall() == [(1,)]
+    assert_index_matches_graph(store)
+    for needle, name in (("second fact", "a"), ("bulk fact", "b")):
+        assert [e.name for e in store.run_read(lambda c, n=needle: search.search_substring(c, n)).entities] == [name]

@@ -19,6 +19,7 @@ import apsw
 
 from graph_memory.errors import Conflict, EntityNotFound, RelationNotFound
 from graph_memory.models import Entity, GraphSlice, Relation
+from graph_memory.store import batched_search_sync
 
 
 def _unique(items: Iterable[str]) -> list[str]:
@@ -69,21 +70,24 @@ def _load_entities(conn: apsw.Connection, where: str = "", params: tuple[Any, ..
         return []
     by_id = {row[0]: Entity(row[1], row[2], []) for row in heads}
     if where:
-        members, ids = _members(list(by_id))
-        obs = conn.execute(f"SELECT entity_id, content FROM observations WHERE entity_id IN {members} ORDER BY id",
-                           ids)
+        _fill_observations(conn, by_id)
     else:
-        obs = conn.execute("SELECT entity_id, content FROM observations ORDER BY id")
-    for entity_id, content in obs:
-        by_id[entity_id].observations.append(content)
+        for entity_id, content in conn.execute("SELECT entity_id, content FROM observations ORDER BY id"):
+            by_id[entity_id].observations.append(content)
     return list(by_id.values())
 
 
-def _entities_by_ids(conn: apsw.Connection, ids: Sequence[int]) -> list[Entity]:
-    if not ids:
-        return []
-    members, params = _members(ids)
-    return _load_entities(conn, f"WHERE e.id IN {members}", params)
+def _fill_observations(conn: apsw.Connection, by_id: dict[int, Entity]) -> None:
+    """Append to each entity of ``by_id`` (``{entity id: Entity}``) its observations in insertion
+    (id) order, read in one query."""
+    if not by_id:
+        return
+    members, ids = _members(list(by_id))
+    rows = cast(list[tuple[int, int, str]], conn.execute(
+        f"SELECT id, entity_id, content FROM observations WHERE entity_id IN {members}", ids).fetchall())
+    rows.sort()  # by observation id: cheaper here than ORDER BY in SQL
+    for _, entity_id, content in rows:
+        by_id[entity_id].observations.append(content)
 
 
 def _entities_named(conn: apsw.Connection, names: Sequence[str]) -> list[Entity]:
@@ -136,11 +140,17 @@ def create_entities(conn: apsw.Connection, entities: Sequence[Entity]) -> list[E
     """Create entities whose names do not exist yet.
 
     Names that exist are skipped; within one call the first occurrence of a name wins; each
-    entity's observations are de-duplicated (first occurrence kept).
+    entity's observations are de-duplicated (first occurrence kept). Each new entity's search
+    document is written once, not once per observation (store.batched_search_sync).
 
     Returns:
         The entities created, as stored, in call order.
     """
+    with batched_search_sync(conn, grows_existing=False):
+        return _insert_entities(conn, entities)
+
+
+def _insert_entities(conn: apsw.Connection, entities: Sequence[Entity]) -> list[Entity]:
     created: list[Entity] = []
     seen: set[str] = set()
     for entity in entities:

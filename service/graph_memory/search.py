@@ -33,7 +33,7 @@ import apsw
 import apsw.fts5query as fq
 
 from graph_memory.errors import InvalidQuery
-from graph_memory.graph import _load_entities, _members, _slice, _unique
+from graph_memory.graph import _fill_observations, _load_entities, _slice, _unique
 from graph_memory.models import Entity, GraphSlice
 
 MAX_QUERY_LENGTH = 2048
@@ -381,11 +381,5 @@ def _entities(conn: apsw.Connection, heads: _Heads) -> list[Entity]:
     """Entities for ``(id, name, type)`` rows, in their order, with their observations (in
     insertion order) read in one query."""
     by_id = {entity_id: Entity(name, entity_type, []) for entity_id, name, entity_type in heads}
-    if by_id:
-        members, ids = _members(list(by_id))
-        rows = cast(list[tuple[int, int, str]], conn.execute(
-            f"SELECT id, entity_id, content FROM observations WHERE entity_id IN {members}", ids).fetchall())
-        rows.sort()  # by observation id: cheaper here than ORDER BY in SQL
-        for _, entity_id, content in rows:
-            by_id[entity_id].observations.append(content)
+    _fill_observations(conn, by_id)
     return list(by_id.values())

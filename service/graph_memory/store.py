@@ -268,39 +268,43 @@ class Store:
         conn.execute("UPDATE search_sync SET enabled = 1 WHERE id = 1")
 
 
-    @contextmanager
-    def batched_search_sync(self, conn: apsw.Connection, *, grows_existing: bool = True) -> Iterator[None]:
-        """Inside a write transaction that only *adds* entities and observations: switch the
-        per-row search sync off, then write the search document of each new or grown entity once.
+@contextmanager
+def batched_search_sync(conn: apsw.Connection, *, grows_existing: bool = True) -> Iterator[None]:
+    """Inside a write transaction that only *adds* entities and observations: switch the per-row
+    search sync off, then write the search document of each new or grown entity once.
 
-        The per-row triggers rewrite (and re-index) an entity's whole document for every
-        observation added, which is quadratic in a large batch: 10,000 observations for one
-        entity took minutes with the write lock held, and even one new entity with five
-        observations was indexed eleven times. Here each touched document is written once and the
-        ``entity_search`` triggers keep the FTS index in step with it. Rows of this transaction
-        are recognised by their ids (INTEGER PRIMARY KEY: above the maximum before). A failure
-        rolls the whole transaction back, the sync switch included.
+    The per-row triggers rewrite (and re-index) an entity's whole document for every observation
+    added, which is quadratic in a large batch: 10,000 observations for one entity took minutes
+    with the write lock held, and even one new entity with five observations was indexed eleven
+    times. Here each touched document is written once and the ``entity_search`` triggers keep
+    the FTS index in step with it. Rows of this transaction are recognised by their ids (INTEGER
+    PRIMARY KEY: above the maximum before). A failure rolls the whole transaction back, the sync
+    switch included. Inside an enclosing batch or :meth:`Store.bulk_load` (sync already off) it
+    does nothing: the enclosing one writes the documents.
 
-        Args:
-            grows_existing: whether the transaction may add observations to entities that existed
-                before it (False for create_entities, which saves a query).
-        """
-        (max_entity,) = conn.execute("SELECT coalesce(max(id), 0) FROM entities").fetchall()[0]
-        max_observation: apsw.SQLiteValue = 0
-        if grows_existing:
-            (max_observation,) = conn.execute("SELECT coalesce(max(id), 0) FROM observations").fetchall()[0]
-        conn.execute("UPDATE search_sync SET enabled = 0 WHERE id = 1")
+    Args:
+        grows_existing: whether the transaction may add observations to entities that existed
+            before it (False for create_entities, which saves a query).
+    """
+    if not conn.execute("SELECT enabled FROM search_sync WHERE id = 1").fetchall()[0][0]:
         yield
-        conn.execute("UPDATE search_sync SET enabled = 1 WHERE id = 1")
-        if grows_existing:
-            conn.execute(
-                "UPDATE entity_search SET observations = " + _DOCUMENT.format("entity_search.entity_id") +
-                # No DISTINCT in the subquery: with it the planner scans the whole observations index
-                # instead of the rowid range of this transaction (18 ms per call at 100k entities).
-                " WHERE entity_id IN (SELECT entity_id FROM observations WHERE id > ?) AND entity_id <= ?",
-                (max_observation, max_entity),
-            )
-        conn.execute(_INSERT_DOCUMENTS + " WHERE e.id > ?", (max_entity,))
+        return
+    (max_entity,) = conn.execute("SELECT coalesce(max(id), 0) FROM entities").fetchall()[0]
+    max_observation: apsw.SQLiteValue = 0
+    if grows_existing:
+        (max_observation,) = conn.execute("SELECT coalesce(max(id), 0) FROM observations").fetchall()[0]
+    conn.execute("UPDATE search_sync SET enabled = 0 WHERE id = 1")
+    yield
+    conn.execute("UPDATE search_sync SET enabled = 1 WHERE id = 1")
+    if grows_existing:
+        conn.execute(
+            "UPDATE entity_search SET observations = " + _DOCUMENT.format("entity_search.entity_id") +
+            # No DISTINCT in the subquery: with it the planner scans the whole observations index
+            # instead of the rowid range of this transaction (18 ms per call at 100k entities).
+            " WHERE entity_id IN (SELECT entity_id FROM observations WHERE id > ?) AND entity_id <= ?",
+            (max_observation, max_entity),
+        )
+    conn.execute(_INSERT_DOCUMENTS + " WHERE e.id > ?", (max_entity,))
 
 
 class _Busy(Exception):

@@ -20,7 +20,7 @@ from graph_memory.errors import InvalidInput
 from graph_memory.jsontext import dumps_indent2
 from graph_memory.models import DEFAULT_WEIGHT, Entity, GraphSlice, Relation
 from graph_memory.settings import Settings
-from graph_memory.store import Store
+from graph_memory.store import Store, batched_search_sync
 
 # -- advertised JSON schemas ----------------------------------------------------------------------
 
@@ -274,21 +274,18 @@ def _unicode(value: str, what: str) -> None:
 
 
 # A call adding at least this many observations to existing entities writes each touched search
-# document once at the end (Store.batched_search_sync) instead of once per observation, which is
+# document once at the end (store.batched_search_sync) instead of once per observation, which is
 # quadratic in the batch. Below it the per-row triggers are cheaper (two queries fewer).
 _BATCHED_SYNC_FROM = 16
 
 
-def _run_adding(app: Memory, observations: int, operation: Callable[[Any], Any], *,
-                new_entities_only: bool = False) -> Any:
-    """``app.store.run_write(operation)`` for a call that adds ``observations`` observations;
-    ``new_entities_only``: only to entities the call creates (create_entities), whose documents
-    are then always written once (less than half the cost of one entity with five observations)."""
-    if observations < _BATCHED_SYNC_FROM and not new_entities_only:
+def _run_adding(app: Memory, observations: int, operation: Callable[[Any], Any]) -> Any:
+    """``app.store.run_write(operation)`` for a call that adds ``observations`` observations."""
+    if observations < _BATCHED_SYNC_FROM:
         return app.store.run_write(operation)
 
     def batched(conn: Any) -> Any:
-        with app.store.batched_search_sync(conn, grows_existing=not new_entities_only):
+        with batched_search_sync(conn):
             return operation(conn)
 
     return app.store.run_write(batched)
@@ -364,8 +361,7 @@ class Memory:
 def _create_entities(app: Memory, arguments: dict[str, Any]) -> Outcome:
     args = parse_args(CreateEntitiesArgs, "create_entities", arguments)
     entities = app.entities(args.entities)
-    created = _run_adding(app, sum(len(e.observations) for e in entities),
-                          lambda conn: graph.create_entities(conn, entities), new_entities_only=True)
+    created = app.store.run_write(lambda conn: graph.create_entities(conn, entities))
     payload = [e.to_dict() for e in created]
     return Outcome({"entities": payload}, payload, bool(created))
 

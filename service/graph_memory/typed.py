@@ -468,8 +468,7 @@ def _add(schema: TypeSchema, tool: str) -> Callable[[Memory, dict[str, Any]], Ou
             if existing is not None:
                 hint = f"; change it with update_{schema.type_name}" if existing == schema.type_name else ""
                 raise Conflict(f"Entity with name {name} already exists (entityType {existing!r}){hint}")
-            with app.store.batched_search_sync(conn, grows_existing=False):  # one document write, not one per property
-                (created,) = graph.create_entities(conn, [entity])
+            (created,) = graph.create_entities(conn, [entity])
             return created, graph.create_relations(conn, relations)
 
         created, made = app.store.run_write(write)
