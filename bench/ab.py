@@ -106,11 +106,7 @@ async def run(args: argparse.Namespace) -> None:
             # Server logs (and a refusal, e.g. a database migrated by a newer version) go to stderr.
             clients = [await stack.enter_async_context(servers.connect(spec, sys.stderr)) for spec in specs]
             for client in clients:
-                for op in ops:
-                    for g in range(warmup):
-                        _, result = await workload.timed_call(client, op.tool, op.make_args(g))
-                        if g == 0 and op.check is not None and (problem := op.check(result)):
-                            raise SystemExit(f"bench.ab: {op.key}: {problem}")
+                await workload.warm_up(client, "ours", ops, warmup)
             # Alternate the versions block by block: ten empty calls, then ten of the operation.
             for r in range(args.rounds):
                 for op in ops:

@@ -181,11 +181,18 @@ async def measure_noop(client: Client, count: int) -> list[int]:
 
 
 async def warm_up(client: Client, kind: str, ops: list[Op], warmup: int) -> None:
-    """Samples ``0..warmup-1`` of every operation, unmeasured (first-call costs, caches)."""
+    """Samples ``0..warmup-1`` of every operation, unmeasured (first-call costs, caches); the first
+    result of each is checked (``Op.check``).
+
+    Raises:
+        BenchError: an error reply, or a first result that fails its check.
+    """
     for g in range(warmup):
         for op in ops:
             if kind == "ours" or not op.ours_only:
-                await timed_call(client, op.tool, op.make_args(g))
+                _, result = await timed_call(client, op.tool, op.make_args(g))
+                if g == 0 and op.check is not None and (problem := op.check(result)):
+                    raise BenchError(f"{kind} {op.key}: {problem}")
 
 
 async def run_round(client: Client, kind: str, ops: list[Op], out: dict[str, Samples], *, round_index: int,
