@@ -140,12 +140,16 @@ def test_merge_adds_missing_observations_keeps_types_and_skips_existing_relation
 
 
 def test_small_merge_into_a_large_database_keeps_the_index_in_step_row_by_row(store: Store) -> None:
-    # 60 existing entities, 2 in the file: below the bulk threshold, the row triggers sync the index.
+    # 60 existing entities, 2 in the file: below the bulk threshold, the row triggers sync the
+    # search documents and queue both changed entities for the FTS index (search_pending).
     store.run_write(lambda c: graph.create_entities(c, [Entity(f"E{i}", "t", [f"fact {i}"]) for i in range(60)]))
+    assert store.catch_up_search_index() == 60
     legacy = LegacyGraph([Entity("E1", "t", ["NEW Fact"]), Entity("Fresh", "T", ["Ünïcode"])], [])
     report = load_graph(store, legacy, source="test")
     assert report.entities_created == 1 and report.entities_merged == 1 and report.observations_added == 2
     search_documents_are_consistent(store)
+    assert store.catch_up_search_index() == 2
+    assert store.catch_up_search_index() == 0
     hits = store.run_read(lambda c: c.execute(
         "SELECT e.name FROM entity_fts f JOIN entities e ON e.id = f.rowid WHERE entity_fts MATCH ?",
         ('"new fact"',)).fetchall())

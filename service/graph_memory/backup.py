@@ -24,6 +24,7 @@ import apsw
 
 from graph_memory.errors import GraphError, StoreError
 from graph_memory.importer import fsync_directory
+from graph_memory.store import integrity_problems
 
 # Pages copied per backup step (4 MiB at the default page size) between chances for writers.
 PAGES_PER_STEP = 1024
@@ -102,22 +103,6 @@ def database_files(path: Path) -> dict[str, int]:
         except FileNotFoundError:
             continue
     return sizes
-
-
-def integrity_problems(conn: apsw.Connection) -> list[str]:
-    """``PRAGMA integrity_check`` plus the integrity check of every FTS5 table (which compares an
-    external-content index with its content table). Empty when sound. No SQL function the
-    triggers need is required: nothing is written."""
-    problems = [row[0] for row in conn.execute("PRAGMA integrity_check") if row[0] != "ok"]
-    fts_tables = [name for (name,) in conn.execute(
-        "SELECT name FROM sqlite_schema WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%USING fts5%'")]
-    for name in fts_tables:
-        quoted = '"' + name.replace('"', '""') + '"'
-        try:
-            conn.execute(f"INSERT INTO {quoted} ({quoted}, rank) VALUES ('integrity-check', 1)")
-        except apsw.Error as exc:
-            problems.append(f"search index {name}: {exc}")
-    return problems
 
 
 @dataclass(slots=True)

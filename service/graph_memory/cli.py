@@ -156,6 +156,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     store = Store.open(settings.database_path, busy_timeout_ms=settings.busy_timeout_ms)
 
     def stop() -> None:
+        # Leave the file with its search index up to date (a later search would catch up anyway).
+        try:
+            store.catch_up_search_index(wait=False)
+        except GraphError as exc:
+            log.warning("search_index_catch_up_failed", error=str(exc)[:500])
         store.close()
         log.info("server_stopped", database=str(store.path))
 

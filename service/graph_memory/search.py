@@ -23,6 +23,13 @@ tokenizer skips NUL and maps U+FFFE/U+FFFF to U+FFFD, on both sides), and every 
 checked against the rule itself with ``instr`` over the stored lower-cased documents, so the index
 can make a search faster but never changes its result. Texts the index cannot answer (under 3
 characters, or containing NUL) are found by scanning the documents.
+
+Writes do not update the index themselves: they queue the changed documents (``search_pending``,
+migration 0003) and the index catches up in batches (:func:`graph_memory.store.catch_up_search_index`;
+the server does it before each search). A search that still finds documents waiting — another
+process holds the write lock, the disk is full, or it was called inside a read transaction —
+searches the index without them plus a temporary index of just those documents (:func:`_indexes`),
+so every mode still finds every committed write.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ import apsw.fts5query as fq
 from graph_memory.errors import InvalidQuery
 from graph_memory.graph import _fill_observations, _load_entities, _slice, _unique
 from graph_memory.models import Entity, GraphSlice
+from graph_memory.store import search_index_behind
 
 MAX_QUERY_LENGTH = 2048
 # The trigram index answers texts of at least this many characters (after lower-casing).
@@ -42,7 +50,6 @@ TRIGRAM = 3
 # bm25() column weights for (name, entity_type, observations): a name hit outranks a type hit,
 # which outranks an observation hit.
 WEIGHTS = (10.0, 4.0, 1.0)
-BM25 = "bm25(entity_fts, {}, {}, {})".format(*WEIGHTS)
 
 Mode = Literal["substring", "words", "fts"]
 MODES: tuple[Mode, ...] = ("substring", "words", "fts")
@@ -66,6 +73,9 @@ def search(conn: apsw.Connection, query: str, mode: Mode = "substring", limit: i
     """Run ``search_nodes``: the matching entities (at most ``limit``), the relations with at least
     one endpoint among them (rowid order) and the neighbors those relations reach.
 
+    Every committed write is found, whether or not the FTS index has caught up with it yet
+    (:func:`_indexes`).
+
     Raises:
         InvalidQuery: query over 2048 characters, unknown mode, or (``fts``) malformed syntax.
     """
@@ -76,6 +86,32 @@ def search(conn: apsw.Connection, query: str, mode: Mode = "substring", limit: i
     if mode == "fts":
         return search_fts(conn, query, limit)
     raise InvalidQuery(f"unknown search mode {mode!r}; use one of: {', '.join(MODES)}")
+
+
+# The FTS5 tables a search matches against: "{t}" in the SQL below. While changed documents wait
+# for the index (search_pending, migration 0003), the index's own entries for those entities are
+# left out and a connection-private index of just their current documents is searched beside it.
+_MAIN = ("entity_fts", "")
+_MAIN_CURRENT = ("entity_fts", " AND f.rowid NOT IN (SELECT entity_id FROM search_pending)")
+_BACKLOG = ("search_backlog", "")
+_BACKLOG_TABLE = ("CREATE VIRTUAL TABLE IF NOT EXISTS temp.search_backlog USING fts5("
+                  "name, entity_type, observations, tokenize = 'trigram case_sensitive 1')")
+
+
+def _indexes(conn: apsw.Connection) -> tuple[tuple[str, str], ...]:
+    """The FTS tables to match against, as ``(table, extra condition)``: the index alone when it is
+    up to date; else the index without the entities whose documents changed, plus a temporary
+    index (connection-private, in memory) of those documents as they are now. Writes nothing to
+    the database, so a search works while another process holds the write lock or the disk is
+    full; :meth:`~graph_memory.store.Store.run_search` normally catches the index up first."""
+    if not search_index_behind(conn):
+        return (_MAIN,)
+    conn.execute(_BACKLOG_TABLE)
+    conn.execute("DELETE FROM temp.search_backlog")
+    conn.execute("INSERT INTO temp.search_backlog (rowid, name, entity_type, observations) "
+                 "SELECT s.entity_id, s.name, s.entity_type, s.observations FROM search_pending p "
+                 "JOIN entity_search s ON s.entity_id = p.entity_id")
+    return (_MAIN_CURRENT, _BACKLOG)
 
 
 # -- substring ------------------------------------------------------------------------------------
@@ -117,15 +153,19 @@ def _substring_heads(conn: apsw.Connection, needle: str, limit: int | None, *, v
     with ``verify=False`` the index's candidates unchecked (a superset)."""
     check = "(instr(s.name, :n) OR instr(s.entity_type, :n) OR instr(s.observations, :n))"
     params = {"n": needle}
-    if _indexable(needle):
-        params["m"] = trigram_cover(needle)
-        sql = (f"SELECT {_HEAD} FROM entity_fts f JOIN entity_search s ON s.entity_id = f.rowid "
-               f"JOIN entities e ON e.id = f.rowid "
-               f"WHERE entity_fts MATCH :m {'AND ' + check if verify else ''} ORDER BY f.rowid {_limit(limit)}")
-    else:
-        sql = (f"SELECT {_HEAD} FROM entity_search s JOIN entities e ON e.id = s.entity_id "
-               f"WHERE {check} ORDER BY s.entity_id {_limit(limit)}")
-    return _fetch(conn, sql, params)
+    if not _indexable(needle):
+        return _fetch(conn, f"SELECT {_HEAD} FROM entity_search s JOIN entities e ON e.id = s.entity_id "
+                            f"WHERE {check} ORDER BY s.entity_id {_limit(limit)}", params)
+    params["m"] = trigram_cover(needle)
+    heads: _Heads = []
+    indexes = _indexes(conn)
+    for table, current in indexes:
+        heads += _fetch(conn, f"SELECT {_HEAD} FROM {table} f JOIN entity_search s ON s.entity_id = f.rowid "
+                              f"JOIN entities e ON e.id = f.rowid WHERE {table} MATCH :m{current} "
+                              f"{'AND ' + check if verify else ''} ORDER BY f.rowid {_limit(limit)}", params)
+    if len(indexes) > 1:  # two lists, each in rowid order
+        heads.sort()
+    return heads if limit is None else heads[:limit]
 
 
 def trigram_cover(needle: str) -> str:
@@ -177,8 +217,8 @@ def search_words(conn: apsw.Connection, query: str, limit: int | None = None) ->
     indexed = [t for t in terms if _indexable(t)]
     if indexed:
         params["m"] = " AND ".join(fts_phrase(t) for t in indexed)
-        heads = _ranked(conn, "FROM entity_fts f JOIN entity_search s ON s.entity_id = f.rowid JOIN entities e "
-                              f"ON e.id = f.rowid WHERE entity_fts MATCH :m AND {checks}", params, limit)
+        heads = _ranked(conn, "FROM {t} f JOIN entity_search s ON s.entity_id = f.rowid JOIN entities e "
+                              f"ON e.id = f.rowid WHERE {{t}} MATCH :m{{current}} AND {checks}", params, limit)
     else:
         name_w, type_w, obs_w = WEIGHTS
         score = " + ".join(
@@ -212,7 +252,7 @@ def search_fts(conn: apsw.Connection, query: str, limit: int | None = None) -> G
     check_query(query)
     match = compile_fts(query)
     try:
-        heads = _ranked(conn, "FROM entity_fts f JOIN entities e ON e.id = f.rowid WHERE entity_fts MATCH :m",
+        heads = _ranked(conn, "FROM {t} f JOIN entities e ON e.id = f.rowid WHERE {t} MATCH :m{current}",
                         {"m": match}, limit)
     except apsw.SQLError:
         # compile_fts accepts only what FTS5 accepts; this is a safety net, never a raw message.
@@ -355,15 +395,35 @@ def _limit(limit: int | None) -> str:
 
 
 def _ranked(conn: apsw.Connection, source: str, params: dict[str, Any], limit: int | None) -> _Heads:
-    """Heads from ``source`` (``FROM entity_fts f … WHERE …``) ordered by BM25, ties by rowid.
+    """Heads from ``source`` (``FROM {t} f … WHERE {t} MATCH …{current} …``, filled in from
+    :func:`_indexes`) ordered by BM25, ties by rowid.
 
     A lone match needs no ranking, and BM25's IDF part reads every match of every term (costly for
     common terms), so a probe for two matches in rowid order runs first and answers that case.
+    While documents wait for the index, both indexes are ranked and their lists merged by score
+    (the waiting documents' scores come from their own small index: their order among the rest is
+    approximate until the index catches up; which entities match is exact either way).
     """
-    probe = _fetch(conn, f"SELECT {_HEAD} {source} ORDER BY f.rowid LIMIT 2", params)
-    if len(probe) < 2:
-        return probe
-    return _fetch(conn, f"SELECT {_HEAD} {source} ORDER BY {BM25}, f.rowid {_limit(limit)}", params)
+    indexes = _indexes(conn)
+    if len(indexes) == 1:
+        sql = source.format(t=indexes[0][0], current=indexes[0][1])
+        probe = _fetch(conn, f"SELECT {_HEAD} {sql} ORDER BY f.rowid LIMIT 2", params)
+        if len(probe) < 2:
+            return probe
+        return _fetch(conn, f"SELECT {_HEAD} {sql} ORDER BY {_bm25(indexes[0][0])}, f.rowid {_limit(limit)}",
+                      params)
+    scored: list[tuple[float, int, str, str]] = []
+    for table, current in indexes:
+        sql = source.format(t=table, current=current)
+        rank = _bm25(table)
+        rows = conn.execute(f"SELECT {rank}, {_HEAD} {sql} ORDER BY {rank}, f.rowid {_limit(limit)}", params)
+        scored += cast(list[tuple[float, int, str, str]], rows.fetchall())
+    scored.sort()
+    return [row[1:] for row in (scored if limit is None else scored[:limit])]
+
+
+def _bm25(table: str) -> str:
+    return "bm25({}, {}, {}, {})".format(table, *WEIGHTS)
 
 
 def _fetch(conn: apsw.Connection, sql: str, params: dict[str, Any]) -> _Heads:

@@ -12,11 +12,13 @@ handshake-era sessions that sent ``resources/subscribe`` (kept in :class:`Subscr
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 from typing import Any
 
 import anyio
+import apsw
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
@@ -25,6 +27,7 @@ from mcp.shared.exceptions import MCPError
 from graph_memory import graph, package_version
 from graph_memory.errors import GraphError
 from graph_memory.logs import get_logger
+from graph_memory.store import Store
 from graph_memory.tools import TOOLS, Memory, Outcome, ToolSpec
 
 GRAPH_URI = "memory://knowledge-graph"
@@ -81,6 +84,49 @@ class Subscribers:
                 self._by_connection.pop(key, None)
 
 
+# After a write, the FTS index catches up once no other write has come for this long (seconds),
+# so changed documents wait for it only while writes keep coming (store.catch_up_search_index).
+IDLE_CATCH_UP_SECONDS = 0.5
+
+
+class IdleCatchUp:
+    """Brings the FTS index up to date after writes, once the server has had no write for
+    ``delay`` seconds: a search then finds nothing left to index. A search, a large enough
+    backlog (store.SEARCH_BACKLOG) and shutdown catch up too, so this only moves work off the
+    calls. Runs on the event loop (asyncio) like every call; gives up at once when another
+    process holds the write lock."""
+
+    def __init__(self, store: Store, delay: float = IDLE_CATCH_UP_SECONDS) -> None:
+        self.store = store
+        self.delay = delay
+        self._handle: asyncio.TimerHandle | None = None
+
+    def after_write(self) -> None:
+        """(Re)start the countdown; called on the event loop after each call that wrote."""
+        if self._handle is not None:
+            self._handle.cancel()
+        try:
+            self._handle = asyncio.get_running_loop().call_later(self.delay, self.run)
+        except RuntimeError:  # not on an asyncio loop: searches and shutdown catch up instead
+            self._handle = None
+
+    def cancel(self) -> None:
+        """Stop a pending countdown (before the store closes)."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def run(self) -> None:
+        """Catch up now, without waiting for the write lock; failures are logged, not raised."""
+        self._handle = None
+        try:
+            indexed = self.store.catch_up_search_index(wait=False)
+        except (GraphError, apsw.Error) as exc:
+            log.warning("search_index_catch_up_failed", error=str(exc)[:500])
+            return
+        log.debug("search_index_caught_up", entities=indexed)
+
+
 def _error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
 
@@ -127,6 +173,7 @@ def build_server(memory: Memory, *, extra_tools: tuple[ToolSpec, ...] = ()) -> S
     tool_list = types.ListToolsResult(tools=[_tool(spec) for spec in specs.values()])
     subscribers = Subscribers()
     bus = InMemorySubscriptionBus()
+    idle_catch_up = IdleCatchUp(memory.store)
 
     async def graph_changed() -> None:
         await bus.publish(ResourceUpdated(uri=GRAPH_URI))
@@ -151,6 +198,7 @@ def build_server(memory: Memory, *, extra_tools: tuple[ToolSpec, ...] = ()) -> S
             return _error(f"{spec.name} failed with an internal error; nothing was written. "
                           f"The server log has the details.")
         if outcome.changed:
+            idle_catch_up.after_write()
             await graph_changed()
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=outcome.render())],
@@ -211,5 +259,6 @@ def build_server(memory: Memory, *, extra_tools: tuple[ToolSpec, ...] = ()) -> S
         # without one it does nothing yet costs ~30 µs per request (issue 6), so drop it then.
         server.middleware = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
     server.graph_subscribers = subscribers  # type: ignore[attr-defined]  # for tests and HTTP mode
+    server.idle_catch_up = idle_catch_up  # type: ignore[attr-defined]  # for tests
     server.graph_listen = listen  # type: ignore[attr-defined]  # HTTP mode closes open listen streams on shutdown
     return server

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import apsw
 
@@ -43,6 +43,14 @@ _DOCUMENT = ("coalesce((SELECT group_concat(python_lower(o.content), char(10) OR
 _INSERT_DOCUMENTS = ("INSERT INTO entity_search (entity_id, name, entity_type, observations) "
                      "SELECT e.id, python_lower(e.name), python_lower(e.entity_type), " + _DOCUMENT.format("e.id") +
                      " FROM entities e")
+# The FTS index catches up (catch_up_search_index) within the write that brings this many
+# entities' changed documents into search_pending (migration 0003), so the backlog stays small and
+# so does the catch-up a later search pays for. One catch-up writes one index segment for all of
+# them, where indexing each write on its own wrote one per write: about 0.15 ms per write at 100k
+# entities, most of a small write's cost (issue 6).
+SEARCH_BACKLOG = 64
+_SEARCH_BEHIND = "SELECT EXISTS (SELECT 1 FROM search_pending)"
+_BACKLOG_FULL = "SELECT count(*) >= ? FROM search_pending"
 
 
 def python_lower(*args: apsw.SQLiteValue) -> apsw.SQLiteValue:
@@ -66,6 +74,7 @@ class Store:
         # Set when SQLite reported the file corrupt: from then on writes are refused, so nothing
         # is written into a damaged file (it could spread the damage and make recovery harder).
         self.corrupt: apsw.CorruptError | None = None
+        self.busy_timeout_ms = 0
 
     @classmethod
     def open(cls, path: Path | str, *, busy_timeout_ms: int = 10_000, migrate: bool = True) -> Store:
@@ -135,6 +144,7 @@ class Store:
 
     def _configure(self, busy_timeout_ms: int) -> None:
         conn = self.conn
+        self.busy_timeout_ms = busy_timeout_ms
         conn.set_busy_timeout(busy_timeout_ms)
         conn.create_scalar_function("python_lower", python_lower, 1, deterministic=True)
         # Touch the file: a file that is not SQLite fails here, before anything is written.
@@ -147,10 +157,39 @@ class Store:
         # the file never corrupts; only a power loss / OS crash may roll back the last commits. FULL
         # fsyncs the WAL on every commit: ~4 ms per write call here, 20× the write itself (issue 6).
         conn.execute("PRAGMA synchronous = NORMAL")
+        # Temporary tables (a search's index of documents still waiting for the FTS index) live in
+        # memory: a search never needs disk space.
+        conn.execute("PRAGMA temp_store = MEMORY")
 
     def close(self) -> None:
         """Close the connection (a WAL checkpoint runs when this is the last connection)."""
         self.conn.close()
+
+    def catch_up_search_index(self, *, wait: bool = True) -> int | None:
+        """Index every changed search document now (:func:`catch_up_search_index`), in a write
+        transaction of its own.
+
+        Args:
+            wait: False to give up at once, rather than wait for the busy timeout, when another
+                connection holds the write lock (for idle-time and shutdown catch-ups: a later
+                search catches up anyway).
+
+        Returns:
+            How many entities' documents were indexed; None when it gave up (``wait=False``).
+
+        Raises:
+            StoreError: as :meth:`run_write`.
+        """
+        if wait:
+            return self.run_write(catch_up_search_index)
+        self.conn.set_busy_timeout(0)
+        try:
+            with self.write() as conn:
+                return catch_up_search_index(conn)
+        except _Busy:
+            return None
+        finally:
+            self.conn.set_busy_timeout(self.busy_timeout_ms)
 
     # -- transactions -------------------------------------------------------------------------
 
@@ -177,12 +216,13 @@ class Store:
             self.conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self.conn
+                if self.conn.execute(_BACKLOG_FULL, (SEARCH_BACKLOG,)).fetchall()[0][0]:
+                    catch_up_search_index(self.conn)
+                self.conn.execute("COMMIT")
             except BaseException:
-                if self.conn.in_transaction:
+                if self.conn.in_transaction:  # also when COMMIT itself failed (e.g. the disk is full)
                     self.conn.execute("ROLLBACK")
                 raise
-            else:
-                self.conn.execute("COMMIT")
 
     def run_write(self, operation: Callable[[apsw.Connection], T]) -> T:
         """Run ``operation(conn)`` in one write transaction, retrying the whole transaction
@@ -193,6 +233,26 @@ class Store:
             GraphError: whatever ``operation`` raises (after the rollback).
         """
         return self._retrying(self.write, operation)
+
+    def run_search(self, operation: Callable[[apsw.Connection], T]) -> T:
+        """:meth:`run_read` for an operation that reads the FTS index (a search): when changed
+        documents wait for the index (search_pending), the index catches up first, in a write
+        transaction of its own, then ``operation`` runs on a fresh snapshot. When the catch-up
+        cannot run now (another process holds the write lock, the disk is full) ``operation``
+        runs all the same: :mod:`graph_memory.search` finds every committed write either way, the
+        index only makes it faster.
+
+        Raises:
+            StoreError: as :meth:`run_read`.
+        """
+        result = self.run_read(lambda conn: _Behind if search_index_behind(conn) else operation(conn))
+        if result is _Behind:
+            try:
+                self.catch_up_search_index(wait=False)
+            except StoreError as exc:  # e.g. the disk is full: the search reads around the backlog
+                log.warning("search_index_catch_up_failed", error=str(exc)[:500])
+            result = self.run_read(operation)
+        return cast(T, result)
 
     def run_read(self, operation: Callable[[apsw.Connection], T]) -> T:
         """Run ``operation(conn)`` in one read transaction, retried like :meth:`run_write` when
@@ -234,17 +294,12 @@ class Store:
     # -- maintenance --------------------------------------------------------------------------
 
     def integrity_problems(self) -> list[str]:
-        """``PRAGMA integrity_check`` plus the FTS5 index check against its content table.
+        """``PRAGMA integrity_check`` plus the FTS5 index check (:func:`integrity_problems`).
 
         Returns:
             Problem descriptions; empty when the database and its search index are sound.
         """
-        problems = [row[0] for row in self.conn.execute("PRAGMA integrity_check") if row[0] != "ok"]
-        try:
-            self.conn.execute("INSERT INTO entity_fts (entity_fts, rank) VALUES ('integrity-check', 1)")
-        except apsw.Error as exc:
-            problems.append(f"search index: {exc}")
-        return problems
+        return integrity_problems(self.conn)
 
     @contextmanager
     def bulk_load(self, conn: apsw.Connection) -> Iterator[None]:
@@ -265,6 +320,7 @@ class Store:
         # 1 s per 100k entities, once.
         conn.execute("INSERT INTO entity_fts (entity_fts) VALUES ('optimize')")
         conn.execute("INSERT INTO entity_fts (entity_fts, rank) VALUES ('hashsize', ?)", (_FTS_HASH,))
+        conn.execute("DELETE FROM search_pending")  # the rebuilt index holds every document as it is
         conn.execute("UPDATE search_sync SET enabled = 1 WHERE id = 1")
 
 
@@ -276,8 +332,8 @@ def batched_search_sync(conn: apsw.Connection, *, grows_existing: bool = True) -
     The per-row triggers rewrite (and re-index) an entity's whole document for every observation
     added, which is quadratic in a large batch: 10,000 observations for one entity took minutes
     with the write lock held, and even one new entity with five observations was indexed eleven
-    times. Here each touched document is written once and the ``entity_search`` triggers keep
-    the FTS index in step with it. Rows of this transaction are recognised by their ids (INTEGER
+    times. Here each touched document is written once (and the ``entity_search`` triggers queue
+    it once for the FTS index, in search_pending). Rows of this transaction are recognised by their ids (INTEGER
     PRIMARY KEY: above the maximum before). A failure rolls the whole transaction back, the sync
     switch included. Inside an enclosing batch or :meth:`Store.bulk_load` (sync already off) it
     does nothing: the enclosing one writes the documents.
@@ -305,6 +361,80 @@ def batched_search_sync(conn: apsw.Connection, *, grows_existing: bool = True) -
             (max_observation, max_entity),
         )
     conn.execute(_INSERT_DOCUMENTS + " WHERE e.id > ?", (max_entity,))
+
+
+def search_index_behind(conn: apsw.Connection) -> bool:
+    """Whether changed search documents wait for the FTS index (rows in search_pending)."""
+    return bool(conn.execute(_SEARCH_BEHIND).fetchall()[0][0])
+
+
+def catch_up_search_index(conn: apsw.Connection) -> int:
+    """Bring the FTS index up to date with the search documents, in the caller's transaction.
+
+    For every entity in search_pending: a FTS5 'delete' of the version the index holds (stored in
+    that row), then an insert of the current document, if the entity still has one; the rows are
+    then removed. All of it is one savepoint (all or nothing), and one new index segment. Plain
+    SQL, no application function: any connection can run it, e.g. a backup's copy. Inside a read
+    transaction SQLite turns it into a write, which fails as busy when another connection has
+    written since the snapshot began (:meth:`Store.run_read` then retries).
+
+    Returns:
+        How many entities' documents were indexed (0 when the index was up to date).
+    """
+    count = cast(int, conn.execute("SELECT count(*) FROM search_pending").fetchall()[0][0])
+    if count:
+        with conn:
+            conn.execute("INSERT INTO entity_fts (entity_fts, rowid, name, entity_type, observations) "
+                         "SELECT 'delete', entity_id, name, entity_type, observations FROM search_pending "
+                         "WHERE name IS NOT NULL ORDER BY entity_id")
+            conn.execute("INSERT INTO entity_fts (rowid, name, entity_type, observations) "
+                         "SELECT s.entity_id, s.name, s.entity_type, s.observations FROM search_pending p "
+                         "JOIN entity_search s ON s.entity_id = p.entity_id ORDER BY p.entity_id")
+            conn.execute("DELETE FROM search_pending")
+    return count
+
+
+def integrity_problems(conn: apsw.Connection) -> list[str]:
+    """``PRAGMA integrity_check`` plus the integrity check of every FTS5 table, which compares an
+    external-content index with its content table. Documents still waiting for the index
+    (search_pending) are indexed first in a transaction (or savepoint) that is rolled back: the
+    check sees the index as a search would, and nothing is written. Needs no application SQL
+    function.
+
+    Returns:
+        Problem descriptions; empty when the database and its search indexes are sound.
+    """
+    problems = [row[0] for row in conn.execute("PRAGMA integrity_check") if row[0] != "ok"]
+    names = {name for (name,) in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
+    fts_tables = [name for (name,) in conn.execute(
+        "SELECT name FROM sqlite_schema WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%USING fts5%'")]
+    # The write lock up front (waiting for it as writes do) unless the caller holds a transaction:
+    # turning a read into a write later fails at once when another connection is writing.
+    own = not conn.in_transaction
+    conn.execute("BEGIN IMMEDIATE" if own else "SAVEPOINT integrity")
+    try:
+        if "search_pending" in names:
+            try:
+                catch_up_search_index(conn)
+            except apsw.Error as exc:
+                problems.append(f"search index backlog (search_pending): {exc}")
+        for name in fts_tables:
+            quoted = '"' + name.replace('"', '""') + '"'
+            try:
+                conn.execute(f"INSERT INTO {quoted} ({quoted}, rank) VALUES ('integrity-check', 1)")
+            except apsw.Error as exc:
+                problems.append(f"search index {name}: {exc}")
+    finally:
+        if own:
+            conn.execute("ROLLBACK")
+        else:
+            conn.execute("ROLLBACK TO integrity")
+            conn.execute("RELEASE integrity")
+    return problems
+
+
+class _Behind:
+    """Marker: the FTS index was behind (:meth:`Store.run_search`)."""
 
 
 class _Busy(Exception):

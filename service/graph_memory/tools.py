@@ -451,7 +451,7 @@ def _search_nodes(app: Memory, arguments: dict[str, Any]) -> Outcome:
     args = parse_args(SearchArgs, "search_nodes", arguments)
     _unicode(args.query, "query")
     mode: search.Mode = args.mode or "substring"
-    return _graph_outcome(app.store.run_read(lambda conn: search.search(conn, args.query, mode, args.limit)))
+    return _graph_outcome(app.store.run_search(lambda conn: search.search(conn, args.query, mode, args.limit)))
 
 
 def _open_nodes(app: Memory, arguments: dict[str, Any]) -> Outcome:

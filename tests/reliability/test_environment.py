@@ -317,13 +317,20 @@ def test_write_lock_held_long_by_another_process(spawn: Any, tmp_path: Path) -> 
         text = result["content"][0]["text"]
         assert "locked by another process" in text and str(db) in text and "try again" in text, text
         assert elapsed < 15, f"the caller waited {elapsed:.1f}s"
-        assert not server.call("search_nodes", {"query": "fact"}).get("isError")
+        found = server.call_ok("search_nodes", {"query": "fact"})
+        assert [e["name"] for e in found["entities"]] == ["e0", "e1", "e2"]
     finally:
         hog.execute("ROLLBACK")
         hog.close()
     server.call_ok("create_entities", {"entities": [{"name": "x", "entityType": "t", "observations": []}]})
     assert [e["name"] for e in server.read_graph()["entities"]] == ["e0", "e1", "e2", "x"]
     assert server.close() == 0
+    # The search under the lock could not index the waiting documents; the server did on its way out.
+    conn = apsw.Connection(str(db))
+    try:
+        assert conn.execute("SELECT count(*) FROM search_pending").fetchall() == [(0,)]
+    finally:
+        conn.close()
 
 
 HOG = """
