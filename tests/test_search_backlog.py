@@ -20,6 +20,7 @@ import pytest
 
 from graph_memory import graph, search
 from graph_memory import store as store_module
+from graph_memory.errors import GraphError
 from graph_memory.models import Entity
 from graph_memory.server import IdleCatchUp
 from graph_memory.store import Store, catch_up_search_index
@@ -96,10 +97,11 @@ def test_searches_with_a_backlog_find_exactly_what_they_find_once_it_is_indexed(
         if mode == "substring":
             assert with_backlog[key] == names, key  # rowid order, exact
         elif limit is None:
-            # Ranked modes: the same entities; the backlog's own BM25 statistics may order them differently.
+            # Ranked modes: the same entities; while the index is behind, the waiting ones come first.
             assert sorted(with_backlog[key]) == sorted(names), key
         else:
-            assert len(with_backlog[key]) == len(names), key
+            # A limit cuts the same order as without one.
+            assert with_backlog[key] == with_backlog[(mode, key[1], None)][:limit], key
     # And the substring results are upstream's rule over the whole graph.
     everything = store.run_read(graph.read_graph).entities
     for query in QUERIES:
@@ -149,13 +151,80 @@ def test_a_search_finds_waiting_writes_while_another_process_holds_the_write_loc
                 found = run(memory, "search_nodes", {"query": query, "mode": mode})
                 assert [e["name"] for e in found["entities"]] == ["Ada"], mode
             assert pending(store) == 1  # it could not be indexed meanwhile; nothing failed
-            assert store.catch_up_search_index(wait=False) is None
+            assert store.catch_up_search_index(wait_ms=0) is None
         finally:
             hog.execute("ROLLBACK")
             hog.close()
-        assert store.catch_up_search_index(wait=False) == 1
+        assert store.catch_up_search_index(wait_ms=0) == 1
     finally:
         store.close()
+
+
+def test_ranked_searches_around_a_backlog_put_the_waiting_matches_first(db_path: Path) -> None:
+    # Their BM25 scores come from a small index in which nearly every document matches, so every
+    # term weighs almost nothing there: merged by score they would always come last, and a limit
+    # would cut exactly the latest writes.
+    store = Store.open(db_path, busy_timeout_ms=50)
+    memory = Memory(store)
+    try:
+        run(memory, "create_entities", {"entities": [
+            {"name": f"filler {i}", "entityType": "thing", "observations": ["mentions tea once" if i < 3 else "coffee"]}
+            for i in range(100)]})
+        store.catch_up_search_index()
+        run(memory, "create_entities", {"entities": [{"name": "Tea", "entityType": "drink", "observations": ["tea"]}]})
+        hog = apsw.Connection(str(db_path))
+        hog.execute("BEGIN IMMEDIATE")  # e.g. a second server in the middle of a write
+        try:
+            for mode in ("words", "fts"):
+                found = run(memory, "search_nodes", {"query": "tea", "mode": mode, "limit": 3})
+                assert [e["name"] for e in found["entities"]] == ["Tea", "filler 0", "filler 1"], mode
+            assert pending(store) == 1
+        finally:
+            hog.execute("ROLLBACK")
+            hog.close()
+        found = run(memory, "search_nodes", {"query": "tea", "mode": "words", "limit": 3})
+        assert [e["name"] for e in found["entities"]] == ["Tea", "filler 0", "filler 1"]  # a name hit ranks first
+        assert pending(store) == 0
+    finally:
+        store.close()
+
+
+def test_a_full_disk_during_the_catch_up_reports_the_full_disk(memory: Memory, store: Store) -> None:
+    run(memory, "create_entities", {"entities": [
+        {"name": f"e{i}", "entityType": "t", "observations": ["x" * 3000 + f" big {i}"]} for i in range(100)]})
+    store.catch_up_search_index()
+    for i in range(store_module.SEARCH_BACKLOG - 1):
+        run(memory, "add_observations", {"observations": [
+            {"entityName": f"e{i}", "contents": [f"w{i:03d} " + "y" * 3000]}]})
+    store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    (pages,) = store.conn.execute("PRAGMA page_count").fetchall()[0]
+    store.conn.execute(f"PRAGMA max_page_count = {pages}")  # no page more: a full disk, for SQLite
+    # Searches read around the backlog they cannot index.
+    assert [e["name"] for e in run(memory, "search_nodes", {"query": "W005"})["entities"]] == ["e5"]
+    # The write that fills the backlog carries its catch-up: refused as the disk is full, not as a
+    # database error, and nothing of it is written.
+    with pytest.raises(GraphError, match="is full; nothing of this call was written"):
+        run(memory, "delete_entities", {"entityNames": ["e99"]})
+    assert pending(store) == store_module.SEARCH_BACKLOG - 1
+    store.conn.execute("PRAGMA max_page_count = 1000000000")
+    assert run(memory, "delete_entities", {"entityNames": ["e99"]})["deletedEntities"] == ["e99"]
+    assert pending(store) == 0
+    assert store.integrity_problems() == []
+
+
+def test_the_integrity_check_reports_a_write_lock_it_cannot_take(memory: Memory, store: Store,
+                                                                 db_path: Path) -> None:
+    hog = apsw.Connection(str(db_path))
+    hog.execute("BEGIN IMMEDIATE")
+    store.conn.set_busy_timeout(50)
+    try:
+        problems = store.integrity_problems()
+    finally:
+        hog.execute("ROLLBACK")
+        hog.close()
+    assert len(problems) == 1 and "locked by another process" in problems[0], problems
+    assert not store.conn.in_transaction
+    assert store.integrity_problems() == []
 
 
 def test_the_integrity_check_indexes_the_backlog_in_a_savepoint_and_keeps_it(memory: Memory, store: Store) -> None:

@@ -400,9 +400,12 @@ def _ranked(conn: apsw.Connection, source: str, params: dict[str, Any], limit: i
 
     A lone match needs no ranking, and BM25's IDF part reads every match of every term (costly for
     common terms), so a probe for two matches in rowid order runs first and answers that case.
-    While documents wait for the index, both indexes are ranked and their lists merged by score
-    (the waiting documents' scores come from their own small index: their order among the rest is
-    approximate until the index catches up; which entities match is exact either way).
+
+    While documents wait for the index, the entities matching among them come first, ranked
+    against each other, then the rest in BM25 order: their BM25 scores cannot be compared with the
+    index's (a small index of documents that nearly all match gives every term a near-zero weight,
+    so merged by score they would always come last and a ``limit`` would cut the latest writes).
+    Which entities match is exact either way; only this order waits for the index to catch up.
     """
     indexes = _indexes(conn)
     if len(indexes) == 1:
@@ -412,14 +415,11 @@ def _ranked(conn: apsw.Connection, source: str, params: dict[str, Any], limit: i
             return probe
         return _fetch(conn, f"SELECT {_HEAD} {sql} ORDER BY {_bm25(indexes[0][0])}, f.rowid {_limit(limit)}",
                       params)
-    scored: list[tuple[float, int, str, str]] = []
-    for table, current in indexes:
+    heads: _Heads = []
+    for table, current in sorted(indexes, key=lambda index: index != _BACKLOG):  # the backlog first
         sql = source.format(t=table, current=current)
-        rank = _bm25(table)
-        rows = conn.execute(f"SELECT {rank}, {_HEAD} {sql} ORDER BY {rank}, f.rowid {_limit(limit)}", params)
-        scored += cast(list[tuple[float, int, str, str]], rows.fetchall())
-    scored.sort()
-    return [row[1:] for row in (scored if limit is None else scored[:limit])]
+        heads += _fetch(conn, f"SELECT {_HEAD} {sql} ORDER BY {_bm25(table)}, f.rowid {_limit(limit)}", params)
+    return heads if limit is None else heads[:limit]
 
 
 def _bm25(table: str) -> str:

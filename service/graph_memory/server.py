@@ -120,7 +120,7 @@ class IdleCatchUp:
         """Catch up now, without waiting for the write lock; failures are logged, not raised."""
         self._handle = None
         try:
-            indexed = self.store.catch_up_search_index(wait=False)
+            indexed = self.store.catch_up_search_index(wait_ms=0)
         except (GraphError, apsw.Error) as exc:
             log.warning("search_index_catch_up_failed", error=str(exc)[:500])
             return

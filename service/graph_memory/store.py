@@ -49,6 +49,9 @@ _INSERT_DOCUMENTS = ("INSERT INTO entity_search (entity_id, name, entity_type, o
 # them, where indexing each write on its own wrote one per write: about 0.15 ms per write at 100k
 # entities, most of a small write's cost (issue 6).
 SEARCH_BACKLOG = 64
+# How long a search waits for the write lock to catch the index up (ms; a write holds it for a
+# few ms) before it searches around the backlog instead (search._indexes).
+SEARCH_LOCK_WAIT_MS = 250
 _SEARCH_BEHIND = "SELECT EXISTS (SELECT 1 FROM search_pending)"
 _BACKLOG_FULL = "SELECT count(*) >= ? FROM search_pending"
 
@@ -165,24 +168,24 @@ class Store:
         """Close the connection (a WAL checkpoint runs when this is the last connection)."""
         self.conn.close()
 
-    def catch_up_search_index(self, *, wait: bool = True) -> int | None:
+    def catch_up_search_index(self, *, wait_ms: int | None = None) -> int | None:
         """Index every changed search document now (:func:`catch_up_search_index`), in a write
         transaction of its own.
 
         Args:
-            wait: False to give up at once, rather than wait for the busy timeout, when another
-                connection holds the write lock (for idle-time and shutdown catch-ups: a later
-                search catches up anyway).
+            wait_ms: how long to wait for the write lock when another connection holds it, in
+                milliseconds (at most the busy timeout), before giving up; None waits and retries
+                like any write. 0 for idle-time and shutdown catch-ups: a later search catches up.
 
         Returns:
-            How many entities' documents were indexed; None when it gave up (``wait=False``).
+            How many entities' documents were indexed; None when it gave up waiting.
 
         Raises:
             StoreError: as :meth:`run_write`.
         """
-        if wait:
+        if wait_ms is None:
             return self.run_write(catch_up_search_index)
-        self.conn.set_busy_timeout(0)
+        self.conn.set_busy_timeout(min(wait_ms, self.busy_timeout_ms))
         try:
             with self.write() as conn:
                 return catch_up_search_index(conn)
@@ -217,12 +220,24 @@ class Store:
             try:
                 yield self.conn
                 if self.conn.execute(_BACKLOG_FULL, (SEARCH_BACKLOG,)).fetchall()[0][0]:
-                    catch_up_search_index(self.conn)
+                    self._catch_up_within_write()
                 self.conn.execute("COMMIT")
             except BaseException:
                 if self.conn.in_transaction:  # also when COMMIT itself failed (e.g. the disk is full)
                     self.conn.execute("ROLLBACK")
                 raise
+
+    def _catch_up_within_write(self) -> None:
+        """The catch-up of a full backlog, at the end of a write: when it fails but the write
+        is intact (its savepoint undone, e.g. no disk space for the index), the write commits
+        without it and the backlog waits for the next catch-up; a write that e.g. deletes
+        entities to free space is never refused for the index's sake."""
+        try:
+            catch_up_search_index(self.conn)
+        except apsw.Error as exc:
+            if not self.conn.in_transaction:  # SQLite rolled the whole write back
+                raise
+            log.warning("search_index_catch_up_failed", error=str(exc)[:500])
 
     def run_write(self, operation: Callable[[apsw.Connection], T]) -> T:
         """Run ``operation(conn)`` in one write transaction, retrying the whole transaction
@@ -238,9 +253,10 @@ class Store:
         """:meth:`run_read` for an operation that reads the FTS index (a search): when changed
         documents wait for the index (search_pending), the index catches up first, in a write
         transaction of its own, then ``operation`` runs on a fresh snapshot. When the catch-up
-        cannot run now (another process holds the write lock, the disk is full) ``operation``
-        runs all the same: :mod:`graph_memory.search` finds every committed write either way, the
-        index only makes it faster.
+        cannot run now (another process holds the write lock for more than
+        ``SEARCH_LOCK_WAIT_MS``, the disk is full) ``operation`` runs all the same:
+        :mod:`graph_memory.search` finds every committed write either way, the index only makes
+        it faster.
 
         Raises:
             StoreError: as :meth:`run_read`.
@@ -248,7 +264,7 @@ class Store:
         result = self.run_read(lambda conn: _Behind if search_index_behind(conn) else operation(conn))
         if result is _Behind:
             try:
-                self.catch_up_search_index(wait=False)
+                self.catch_up_search_index(wait_ms=SEARCH_LOCK_WAIT_MS)
             except StoreError as exc:  # e.g. the disk is full: the search reads around the backlog
                 log.warning("search_index_catch_up_failed", error=str(exc)[:500])
             result = self.run_read(operation)
@@ -382,15 +398,25 @@ def catch_up_search_index(conn: apsw.Connection) -> int:
         How many entities' documents were indexed (0 when the index was up to date).
     """
     count = cast(int, conn.execute("SELECT count(*) FROM search_pending").fetchall()[0][0])
-    if count:
-        with conn:
-            conn.execute("INSERT INTO entity_fts (entity_fts, rowid, name, entity_type, observations) "
-                         "SELECT 'delete', entity_id, name, entity_type, observations FROM search_pending "
-                         "WHERE name IS NOT NULL ORDER BY entity_id")
-            conn.execute("INSERT INTO entity_fts (rowid, name, entity_type, observations) "
-                         "SELECT s.entity_id, s.name, s.entity_type, s.observations FROM search_pending p "
-                         "JOIN entity_search s ON s.entity_id = p.entity_id ORDER BY p.entity_id")
-            conn.execute("DELETE FROM search_pending")
+    if not count:
+        return 0
+    conn.execute("SAVEPOINT search_catch_up")
+    try:
+        conn.execute("INSERT INTO entity_fts (entity_fts, rowid, name, entity_type, observations) "
+                     "SELECT 'delete', entity_id, name, entity_type, observations FROM search_pending "
+                     "WHERE name IS NOT NULL ORDER BY entity_id")
+        conn.execute("INSERT INTO entity_fts (rowid, name, entity_type, observations) "
+                     "SELECT s.entity_id, s.name, s.entity_type, s.observations FROM search_pending p "
+                     "JOIN entity_search s ON s.entity_id = p.entity_id ORDER BY p.entity_id")
+        conn.execute("DELETE FROM search_pending")
+    except BaseException:
+        # SQLite may have rolled the whole transaction back itself (e.g. on a full disk): then
+        # there is no savepoint left, and the original error is what the caller must see.
+        if conn.in_transaction:
+            conn.execute("ROLLBACK TO search_catch_up")
+            conn.execute("RELEASE search_catch_up")
+        raise
+    conn.execute("RELEASE search_catch_up")
     return count
 
 
@@ -411,7 +437,10 @@ def integrity_problems(conn: apsw.Connection) -> list[str]:
     # The write lock up front (waiting for it as writes do) unless the caller holds a transaction:
     # turning a read into a write later fails at once when another connection is writing.
     own = not conn.in_transaction
-    conn.execute("BEGIN IMMEDIATE" if own else "SAVEPOINT integrity")
+    try:
+        conn.execute("BEGIN IMMEDIATE" if own else "SAVEPOINT integrity")
+    except (apsw.BusyError, apsw.LockedError) as exc:
+        return [*problems, f"search index: not checked, the database is locked by another process ({exc})"]
     try:
         if "search_pending" in names:
             try:
