@@ -262,24 +262,44 @@ def test_catch_up_runs_in_a_savepoint_of_the_callers_transaction(memory: Memory,
 async def test_the_server_indexes_the_backlog_once_writes_pause(memory: Memory, store: Store) -> None:
     idle = IdleCatchUp(store, delay=0.05)
     run(memory, "create_entities", {"entities": [{"name": "Ada", "entityType": "person", "observations": ["tea"]}]})
-    idle.after_write()
+    idle.after_call(True)
     await anyio.sleep(0.02)
     run(memory, "add_observations", {"observations": [{"entityName": "Ada", "contents": ["coffee"]}]})
-    idle.after_write()  # restarts the countdown
+    idle.after_call(True)  # restarts the countdown
     await anyio.sleep(0.04)
     assert pending(store) == 1
     await anyio.sleep(0.1)
     assert pending(store) == 0
     assert store.integrity_problems() == []
-    idle.after_write()
+    idle.after_call(True)
     idle.cancel()
     await anyio.sleep(0.1)  # nothing runs after cancel (nor fails on an empty backlog)
+
+
+@pytest.mark.anyio
+async def test_the_server_indexes_what_other_processes_left_waiting(memory: Memory, store: Store,
+                                                                     db_path: Path) -> None:
+    # E.g. a server of a version before migration 0003, whose searches read the index alone.
+    idle = IdleCatchUp(store, delay=0.02, poll=0.05)
+    idle.after_call(False)  # a read: polling starts
+    other = Store.open(db_path)
+    try:
+        run(Memory(other), "create_entities", {"entities": [{"name": "Ada", "entityType": "p", "observations": ["t"]}]})
+        assert pending(store) == 1
+        await anyio.sleep(0.2)
+        assert pending(store) == 0
+        hits = other.run_read(lambda c: c.execute(
+            "SELECT rowid FROM entity_fts WHERE entity_fts MATCH 'ada'").fetchall())
+        assert len(hits) == 1  # in the index itself, for a reader that knows nothing of the backlog
+    finally:
+        idle.cancel()
+        other.close()
 
 
 def test_idle_catch_up_outside_an_event_loop_is_left_to_searches(memory: Memory, store: Store) -> None:
     idle = IdleCatchUp(store, delay=0.01)
     run(memory, "create_entities", {"entities": [{"name": "Ada", "entityType": "person", "observations": ["tea"]}]})
-    idle.after_write()  # no running asyncio loop: nothing scheduled, nothing raised
+    idle.after_call(True)  # no running asyncio loop: nothing scheduled, nothing raised
     assert pending(store) == 1
     idle.run()
     assert pending(store) == 0

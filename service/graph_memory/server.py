@@ -27,7 +27,7 @@ from mcp.shared.exceptions import MCPError
 from graph_memory import graph, package_version
 from graph_memory.errors import GraphError
 from graph_memory.logs import get_logger
-from graph_memory.store import Store
+from graph_memory.store import Store, search_index_behind
 from graph_memory.tools import TOOLS, Memory, Outcome, ToolSpec
 
 GRAPH_URI = "memory://knowledge-graph"
@@ -87,44 +87,58 @@ class Subscribers:
 # After a write, the FTS index catches up once no other write has come for this long (seconds),
 # so changed documents wait for it only while writes keep coming (store.catch_up_search_index).
 IDLE_CATCH_UP_SECONDS = 0.5
+# Between writes, how often the server looks for documents other processes left waiting (seconds):
+# e.g. a server of a version before migration 0003 still running beside this one, whose own
+# searches read the index alone.
+CATCH_UP_POLL_SECONDS = 5.0
 
 
 class IdleCatchUp:
-    """Brings the FTS index up to date after writes, once the server has had no write for
-    ``delay`` seconds: a search then finds nothing left to index. A search, a large enough
-    backlog (store.SEARCH_BACKLOG) and shutdown catch up too, so this only moves work off the
-    calls. Runs on the event loop (asyncio) like every call; gives up at once when another
-    process holds the write lock."""
+    """Brings the FTS index up to date in the background, on the event loop (asyncio) like every
+    call: ``delay`` seconds after the last write of this server, and every ``poll`` seconds for
+    what other processes left waiting. A search, a large enough backlog (store.SEARCH_BACKLOG) and
+    shutdown catch up too, so this only moves work off the calls. Never waits for the write lock
+    (another process holding it: the next round, or a search, catches up)."""
 
-    def __init__(self, store: Store, delay: float = IDLE_CATCH_UP_SECONDS) -> None:
+    def __init__(self, store: Store, delay: float = IDLE_CATCH_UP_SECONDS,
+                 poll: float = CATCH_UP_POLL_SECONDS) -> None:
         self.store = store
         self.delay = delay
+        self.poll = poll
         self._handle: asyncio.TimerHandle | None = None
 
-    def after_write(self) -> None:
-        """(Re)start the countdown; called on the event loop after each call that wrote."""
+    def after_call(self, wrote: bool) -> None:
+        """Called on the event loop after each tool call: a write (re)starts the short countdown;
+        any call starts the polling if it is not running yet."""
+        if self._handle is not None and not wrote:
+            return
+        self._schedule(self.delay if wrote else self.poll)
+
+    def _schedule(self, seconds: float) -> None:
         if self._handle is not None:
             self._handle.cancel()
         try:
-            self._handle = asyncio.get_running_loop().call_later(self.delay, self.run)
+            self._handle = asyncio.get_running_loop().call_later(seconds, self.run)
         except RuntimeError:  # not on an asyncio loop: searches and shutdown catch up instead
             self._handle = None
 
     def cancel(self) -> None:
-        """Stop a pending countdown (before the store closes)."""
+        """Stop the countdown (nothing runs until the next call)."""
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
 
     def run(self) -> None:
-        """Catch up now, without waiting for the write lock; failures are logged, not raised."""
+        """Catch up now if documents wait, without waiting for the write lock, then poll again
+        later; failures are logged, not raised."""
         self._handle = None
         try:
-            indexed = self.store.catch_up_search_index(wait_ms=0)
+            if self.store.run_read(search_index_behind):
+                indexed = self.store.catch_up_search_index(wait_ms=0)
+                log.debug("search_index_caught_up", entities=indexed)
         except (GraphError, apsw.Error) as exc:
             log.warning("search_index_catch_up_failed", error=str(exc)[:500])
-            return
-        log.debug("search_index_caught_up", entities=indexed)
+        self._schedule(self.poll)
 
 
 def _error(message: str) -> types.CallToolResult:
@@ -197,8 +211,8 @@ def build_server(memory: Memory, *, extra_tools: tuple[ToolSpec, ...] = ()) -> S
             log.exception("tool_failed", tool=spec.name)
             return _error(f"{spec.name} failed with an internal error; nothing was written. "
                           f"The server log has the details.")
+        idle_catch_up.after_call(outcome.changed)
         if outcome.changed:
-            idle_catch_up.after_write()
             await graph_changed()
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=outcome.render())],
