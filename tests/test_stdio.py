@@ -114,6 +114,50 @@ def test_stdio_server_imports_only_on_first_start_and_keeps_writes(tmp_path: Pat
     assert "legacy_import" not in stderr
 
 
+def test_every_request_is_answered_when_stdin_closes_right_after_them(tmp_path: Path) -> None:
+    # A script (printf … | graph-memory) or a host that writes its last calls and closes stdin
+    # at once: the SDK alone ends the loop at end of input and drops the replies still in flight.
+    calls = [("create_entities", {"entities": [{"name": f"n{i}", "entityType": "t", "observations": [f"fact {i}"]}
+                                               for i in range(50)]})]
+    calls += [("search_nodes", {"query": f"fact {i}"}) for i in range(10)] + [("read_graph", {})] * 3
+    requests = handshake(*calls)
+    command = [str(EXE)] if EXE.exists() else [sys.executable, "-m", "graph_memory"]
+    payload = "".join(json.dumps(r) + "\n" for r in requests).encode()
+    result = subprocess.run(command, input=payload, capture_output=True, timeout=120,
+                            env=server_env(tmp_path, tmp_path / "memory.db"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    replies = by_id([json.loads(line) for line in result.stdout.decode().splitlines()])
+    assert sorted(replies) == list(range(len(calls) + 1))
+    assert [e["name"] for e in replies[3]["result"]["structuredContent"]["entities"]] == \
+        ["n1"] + [f"n{i}" for i in range(10, 20)]  # "fact 1" is in "fact 10" … "fact 19" too
+    assert [e["name"] for e in replies[11]["result"]["structuredContent"]["entities"]] == ["n9"]
+    assert len(replies[len(calls)]["result"]["structuredContent"]["entities"]) == 50
+
+
+@pytest.mark.anyio
+async def test_in_flight_requests_are_waited_for_until_answered_or_out_of_time() -> None:
+    import anyio
+    from mcp.shared.message import SessionMessage
+    from mcp_types import JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
+
+    from graph_memory.stdio import InFlight
+
+    in_flight = InFlight()
+    assert await in_flight.wait(0.01)  # nothing read: nothing to wait for
+    in_flight.read(SessionMessage(JSONRPCRequest(jsonrpc="2.0", id=7, method="tools/list")))
+    in_flight.read(SessionMessage(JSONRPCNotification(jsonrpc="2.0", method="notifications/initialized")))
+    in_flight.read(ValueError("a line that is not JSON-RPC"))
+    assert len(in_flight) == 1
+    assert not await in_flight.wait(0.05)
+    in_flight.sent(SessionMessage(JSONRPCNotification(jsonrpc="2.0", method="notifications/resources/updated")))
+    in_flight.sent(SessionMessage(JSONRPCResponse(jsonrpc="2.0", id=8, result={})))  # not one of ours
+    assert len(in_flight) == 1
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(in_flight.wait, 5.0)
+        in_flight.sent(SessionMessage(JSONRPCResponse(jsonrpc="2.0", id=7, result={})))
+    assert len(in_flight) == 0 and await in_flight.wait(0.01)
+
+
 def test_stdio_server_refuses_a_bad_legacy_line_and_leaves_everything_untouched(tmp_path: Path) -> None:
     legacy = tmp_path / "memory.jsonl"
     legacy.write_bytes(b'{"type":"entity","name":"a","entityType":"t","observations":[]}\n{not json\n')

@@ -204,6 +204,8 @@ async def _serve_stdio(server: object, on_signal: Callable[[], None]) -> None:
     import anyio
     from mcp.server.stdio import stdio_server
 
+    from graph_memory.stdio import answering_every_request
+
     async with anyio.create_task_group() as tasks:
 
         async def stop_on_signal() -> None:
@@ -217,7 +219,8 @@ async def _serve_stdio(server: object, on_signal: Callable[[], None]) -> None:
                     os._exit(EXIT_OK)
 
         tasks.start_soon(stop_on_signal)
-        async with stdio_server() as (read_stream, write_stream):
+        async with stdio_server() as streams:
+            read_stream, write_stream = answering_every_request(*streams)
             await server.run(read_stream, write_stream, server.create_initialization_options())  # type: ignore[attr-defined]
         tasks.cancel_scope.cancel()
 

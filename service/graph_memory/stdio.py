@@ -1,0 +1,142 @@
+"""Serving one stdio connection: every request read is answered before the server exits.
+
+When stdin reaches end of file, the SDK's serving loop ends and cancels the requests still being
+handled, so a client that writes its requests and closes stdin at once (``printf … |
+graph-memory``, a script, a host shutting down after a last write) loses their replies, though
+the writes themselves are committed. Here the SDK's streams are wrapped: the read side reports end
+of file only once every request read has had its reply handed to the SDK's stdout writer (or
+after :data:`DRAIN_SECONDS`). Nothing is parsed twice: the wrappers look at the SDK's own
+messages.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+from mcp_types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
+
+from graph_memory.logs import get_logger
+
+# How long, at end of input, the server waits for the replies of requests still in flight.
+DRAIN_SECONDS = 30.0
+log = get_logger("graph_memory.stdio")
+
+
+class InFlight:
+    """The ids of requests read but not answered yet."""
+
+    def __init__(self) -> None:
+        self._ids: set[Any] = set()
+        self._answered = anyio.Event()
+        self._answered.set()
+
+    def read(self, item: Any) -> None:
+        """Note a message read from the client (a request adds its id)."""
+        message = getattr(item, "message", None)
+        if isinstance(message, JSONRPCRequest):
+            if not self._ids:
+                self._answered = anyio.Event()
+            self._ids.add(message.id)
+
+    def sent(self, item: Any) -> None:
+        """Note a message sent to the client (a reply removes its request's id)."""
+        message = getattr(item, "message", None)
+        if isinstance(message, JSONRPCResponse | JSONRPCError) and message.id in self._ids:
+            self._ids.discard(message.id)
+            if not self._ids:
+                self._answered.set()
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    async def wait(self, seconds: float) -> bool:
+        """Wait until every request read is answered; False when ``seconds`` passed first."""
+        with anyio.move_on_after(seconds):
+            await self._answered.wait()
+            return True
+        return False
+
+
+class DrainingReadStream:
+    """The SDK's read stream, whose end of input waits for :class:`InFlight` to empty."""
+
+    def __init__(self, inner: Any, in_flight: InFlight, drain_seconds: float = DRAIN_SECONDS) -> None:
+        self._inner = inner
+        self._in_flight = in_flight
+        self._drain_seconds = drain_seconds
+
+    @property
+    def last_context(self) -> Any:
+        """The sender context of the last message (the SDK's context-carrying streams have one)."""
+        return getattr(self._inner, "last_context", None)
+
+    def __aiter__(self) -> DrainingReadStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            item = await self._inner.__anext__()
+        except StopAsyncIteration:
+            pending = len(self._in_flight)
+            if pending and not await self._in_flight.wait(self._drain_seconds):
+                log.warning("replies_dropped_at_end_of_input", requests=len(self._in_flight))
+            raise
+        self._in_flight.read(item)
+        return item
+
+    async def receive(self) -> Any:
+        try:
+            return await self.__anext__()
+        except StopAsyncIteration:
+            raise anyio.EndOfStream from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def close(self) -> None:
+        self._inner.close()
+
+    async def __aenter__(self) -> DrainingReadStream:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        return await self._inner.__aexit__(*exc_info)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class ObservedWriteStream:
+    """The SDK's write stream, telling :class:`InFlight` about every reply handed on."""
+
+    def __init__(self, inner: Any, in_flight: InFlight) -> None:
+        self._inner = inner
+        self._in_flight = in_flight
+
+    async def send(self, item: Any) -> None:
+        await self._inner.send(item)
+        self._in_flight.sent(item)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def close(self) -> None:
+        self._inner.close()
+
+    async def __aenter__(self) -> ObservedWriteStream:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        return await self._inner.__aexit__(*exc_info)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def answering_every_request(read_stream: Any, write_stream: Any) -> tuple[DrainingReadStream, ObservedWriteStream]:
+    """The pair of ``stdio_server()`` streams to hand to ``server.run``, wrapped as above."""
+    in_flight = InFlight()
+    return DrainingReadStream(read_stream, in_flight), ObservedWriteStream(write_stream, in_flight)
