@@ -134,6 +134,21 @@ def test_every_request_is_answered_when_stdin_closes_right_after_them(tmp_path: 
     assert len(replies[len(calls)]["result"]["structuredContent"]["entities"]) == 50
 
 
+def test_a_line_that_is_not_json_rpc_gets_the_json_rpc_error_reply(tmp_path: Path) -> None:
+    lines = [json.dumps(handshake()[0]), "this is not json {", json.dumps({"secret": "x", "id": 5}),
+             json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})]
+    command = [str(EXE)] if EXE.exists() else [sys.executable, "-m", "graph_memory"]
+    result = subprocess.run(command, input="".join(line + "\n" for line in lines).encode(), capture_output=True,
+                            timeout=120, env=server_env(tmp_path, tmp_path / "memory.db"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    replies = [json.loads(line) for line in result.stdout.decode().splitlines()]
+    assert [r.get("id") for r in replies] == [0, None, None, 2]
+    assert replies[1]["error"]["code"] == -32700 and "not valid JSON" in replies[1]["error"]["message"]
+    assert replies[2]["error"]["code"] == -32600 and "not a JSON-RPC 2.0" in replies[2]["error"]["message"]
+    assert len(replies[3]["result"]["tools"]) >= 9  # the session goes on
+    assert b"secret" not in result.stderr and b"this is not json" not in result.stderr  # logs name the fault only
+
+
 @pytest.mark.anyio
 async def test_in_flight_requests_are_waited_for_until_answered_or_out_of_time() -> None:
     import anyio

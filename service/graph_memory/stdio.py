@@ -7,14 +7,22 @@ the writes themselves are committed. Here the SDK's streams are wrapped: the rea
 of file only once every request read has had its reply handed to the SDK's stdout writer (or
 after :data:`DRAIN_SECONDS`). Nothing is parsed twice: the wrappers look at the SDK's own
 messages.
+
+A line that is not a JSON-RPC message, which the SDK passes on as an exception and then ignores,
+gets the error reply JSON-RPC 2.0 prescribes (id null): -32700 when it is not JSON, -32600 when it
+is JSON but not a request, notification or response. A client that sent a malformed request is
+told so instead of waiting for a reply that never comes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
-from mcp_types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
+from mcp.shared.message import SessionMessage
+from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError, JSONRPCRequest, JSONRPCResponse
+from pydantic import ValidationError
 
 from graph_memory.logs import get_logger
 
@@ -61,9 +69,11 @@ class InFlight:
 class DrainingReadStream:
     """The SDK's read stream, whose end of input waits for :class:`InFlight` to empty."""
 
-    def __init__(self, inner: Any, in_flight: InFlight, drain_seconds: float = DRAIN_SECONDS) -> None:
+    def __init__(self, inner: Any, in_flight: InFlight, reply: Callable[[Any], Awaitable[None]],
+                 drain_seconds: float = DRAIN_SECONDS) -> None:
         self._inner = inner
         self._in_flight = in_flight
+        self._reply = reply
         self._drain_seconds = drain_seconds
 
     @property
@@ -75,15 +85,19 @@ class DrainingReadStream:
         return self
 
     async def __anext__(self) -> Any:
-        try:
-            item = await self._inner.__anext__()
-        except StopAsyncIteration:
-            pending = len(self._in_flight)
-            if pending and not await self._in_flight.wait(self._drain_seconds):
-                log.warning("replies_dropped_at_end_of_input", requests=len(self._in_flight))
-            raise
-        self._in_flight.read(item)
-        return item
+        while True:
+            try:
+                item = await self._inner.__anext__()
+            except StopAsyncIteration:
+                pending = len(self._in_flight)
+                if pending and not await self._in_flight.wait(self._drain_seconds):
+                    log.warning("replies_dropped_at_end_of_input", requests=len(self._in_flight))
+                raise
+            if isinstance(item, ValidationError):
+                await self._reply(invalid_message_reply(item))
+                continue
+            self._in_flight.read(item)
+            return item
 
     async def receive(self) -> Any:
         try:
@@ -136,7 +150,19 @@ class ObservedWriteStream:
         return getattr(self._inner, name)
 
 
+def invalid_message_reply(error: ValidationError) -> SessionMessage:
+    """The JSON-RPC error reply (id null) to a line the SDK could not read as a message."""
+    not_json = any(e["type"] == "json_invalid" for e in error.errors())
+    code, what = (PARSE_ERROR, "Parse error: the line is not valid JSON") if not_json else (
+        INVALID_REQUEST, "Invalid Request: the line is JSON but not a JSON-RPC 2.0 request, notification or response")
+    # The kinds of fault only: the line itself may hold the user's data.
+    log.warning("invalid_message", code=code, faults=sorted({e["type"] for e in error.errors()})[:5])
+    return SessionMessage(JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(
+        code=code, message=f"{what}; send one JSON-RPC message per line")))
+
+
 def answering_every_request(read_stream: Any, write_stream: Any) -> tuple[DrainingReadStream, ObservedWriteStream]:
     """The pair of ``stdio_server()`` streams to hand to ``server.run``, wrapped as above."""
     in_flight = InFlight()
-    return DrainingReadStream(read_stream, in_flight), ObservedWriteStream(write_stream, in_flight)
+    writer = ObservedWriteStream(write_stream, in_flight)
+    return DrainingReadStream(read_stream, in_flight, writer.send), writer
