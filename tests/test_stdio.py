@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -135,18 +136,36 @@ def test_every_request_is_answered_when_stdin_closes_right_after_them(tmp_path: 
 
 
 def test_a_line_that_is_not_json_rpc_gets_the_json_rpc_error_reply(tmp_path: Path) -> None:
-    lines = [json.dumps(handshake()[0]), "this is not json {", json.dumps({"secret": "x", "id": 5}),
-             json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})]
+    lines = [json.dumps(handshake()[0]), "", "   ", "this is not json {", json.dumps({"secret": "x", "id": 5}),
+             json.dumps({"secret": "x", "id": True}), json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})]
     command = [str(EXE)] if EXE.exists() else [sys.executable, "-m", "graph_memory"]
     result = subprocess.run(command, input="".join(line + "\n" for line in lines).encode(), capture_output=True,
                             timeout=120, env=server_env(tmp_path, tmp_path / "memory.db"))
     assert result.returncode == 0, result.stderr[-2000:]
     replies = [json.loads(line) for line in result.stdout.decode().splitlines()]
-    assert [r.get("id") for r in replies] == [0, None, None, 2]
+    # Blank lines are skipped; an invalid message's id is echoed when it is a string or an integer.
+    assert [r.get("id") for r in replies] == [0, None, 5, None, 2]
     assert replies[1]["error"]["code"] == -32700 and "not valid JSON" in replies[1]["error"]["message"]
     assert replies[2]["error"]["code"] == -32600 and "not a JSON-RPC 2.0" in replies[2]["error"]["message"]
-    assert len(replies[3]["result"]["tools"]) >= 9  # the session goes on
+    assert replies[3]["error"]["code"] == -32600
+    assert len(replies[4]["result"]["tools"]) >= 9  # the session goes on
     assert b"secret" not in result.stderr and b"this is not json" not in result.stderr  # logs name the fault only
+
+
+def test_an_open_listen_stream_does_not_hold_the_exit(tmp_path: Path) -> None:
+    # A 2026-07-28 subscriptions/listen stays open until cancelled: it has no reply to wait for.
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}}
+    listen = {"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen",
+              "params": {"notifications": {"toolsListChanged": True}, "_meta": meta}}
+    command = [str(EXE)] if EXE.exists() else [sys.executable, "-m", "graph_memory"]
+    started = time.monotonic()
+    result = subprocess.run(command, input=(json.dumps(listen) + "\n").encode(), capture_output=True, timeout=120,
+                            env=server_env(tmp_path, tmp_path / "memory.db"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert time.monotonic() - started < 15, "the exit waited for the listen stream"
+    assert b"replies_dropped" not in result.stderr
 
 
 @pytest.mark.anyio
@@ -171,6 +190,14 @@ async def test_in_flight_requests_are_waited_for_until_answered_or_out_of_time()
         tasks.start_soon(in_flight.wait, 5.0)
         in_flight.sent(SessionMessage(JSONRPCResponse(jsonrpc="2.0", id=7, result={})))
     assert len(in_flight) == 0 and await in_flight.wait(0.01)
+    # A request the client cancels is not answered (the protocol's rule): nothing to wait for.
+    in_flight.read(SessionMessage(JSONRPCRequest(jsonrpc="2.0", id="a", method="tools/call")))
+    in_flight.read(SessionMessage(JSONRPCNotification(jsonrpc="2.0", method="notifications/cancelled",
+                                                      params={"requestId": "a", "reason": "timeout"})))
+    assert len(in_flight) == 0 and await in_flight.wait(0.01)
+    # Nor is a listen stream, which stays open.
+    in_flight.read(SessionMessage(JSONRPCRequest(jsonrpc="2.0", id=9, method="subscriptions/listen")))
+    assert len(in_flight) == 0
 
 
 def test_stdio_server_refuses_a_bad_legacy_line_and_leaves_everything_untouched(tmp_path: Path) -> None:

@@ -9,9 +9,9 @@ after :data:`DRAIN_SECONDS`). Nothing is parsed twice: the wrappers look at the 
 messages.
 
 A line that is not a JSON-RPC message, which the SDK passes on as an exception and then ignores,
-gets the error reply JSON-RPC 2.0 prescribes (id null): -32700 when it is not JSON, -32600 when it
-is JSON but not a request, notification or response. A client that sent a malformed request is
-told so instead of waiting for a reply that never comes.
+gets the error reply JSON-RPC 2.0 prescribes: -32700 when it is not JSON, -32600 when it is JSON but
+not a message, with the line's id when it has a usable one. A client that sent a malformed request
+is told so instead of waiting for a reply that never comes. Blank lines are skipped.
 """
 
 from __future__ import annotations
@@ -21,7 +21,15 @@ from typing import Any
 
 import anyio
 from mcp.shared.message import SessionMessage
-from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError, JSONRPCRequest, JSONRPCResponse
+from mcp_types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+)
 from pydantic import ValidationError
 
 from graph_memory.logs import get_logger
@@ -31,8 +39,15 @@ DRAIN_SECONDS = 30.0
 log = get_logger("graph_memory.stdio")
 
 
+# Requests that are not answered when their work is done: a 2026-07-28 ``subscriptions/listen``
+# stream stays open until the client cancels it or goes away.
+LONG_LIVED = frozenset({"subscriptions/listen"})
+
+
 class InFlight:
-    """The ids of requests read but not answered yet."""
+    """The ids of requests read but not answered yet: every request, except the long-lived ones
+    (:data:`LONG_LIVED`) and those the client cancelled (``notifications/cancelled``, which the
+    server does not answer)."""
 
     def __init__(self) -> None:
         self._ids: set[Any] = set()
@@ -40,18 +55,25 @@ class InFlight:
         self._answered.set()
 
     def read(self, item: Any) -> None:
-        """Note a message read from the client (a request adds its id)."""
+        """Note a message read from the client (a request adds its id, a cancellation removes it)."""
         message = getattr(item, "message", None)
-        if isinstance(message, JSONRPCRequest):
+        if isinstance(message, JSONRPCRequest) and message.method not in LONG_LIVED:
             if not self._ids:
                 self._answered = anyio.Event()
             self._ids.add(message.id)
+        elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
+            params = message.params if isinstance(message.params, dict) else {}
+            self._done(params.get("requestId"))
 
     def sent(self, item: Any) -> None:
         """Note a message sent to the client (a reply removes its request's id)."""
         message = getattr(item, "message", None)
-        if isinstance(message, JSONRPCResponse | JSONRPCError) and message.id in self._ids:
-            self._ids.discard(message.id)
+        if isinstance(message, JSONRPCResponse | JSONRPCError):
+            self._done(message.id)
+
+    def _done(self, request_id: Any) -> None:
+        if isinstance(request_id, int | str) and request_id in self._ids:
+            self._ids.discard(request_id)
             if not self._ids:
                 self._answered.set()
 
@@ -94,7 +116,9 @@ class DrainingReadStream:
                     log.warning("replies_dropped_at_end_of_input", requests=len(self._in_flight))
                 raise
             if isinstance(item, ValidationError):
-                await self._reply(invalid_message_reply(item))
+                reply = invalid_message_reply(item)
+                if reply is not None:
+                    await self._reply(reply)
                 continue
             self._in_flight.read(item)
             return item
@@ -150,14 +174,23 @@ class ObservedWriteStream:
         return getattr(self._inner, name)
 
 
-def invalid_message_reply(error: ValidationError) -> SessionMessage:
-    """The JSON-RPC error reply (id null) to a line the SDK could not read as a message."""
-    not_json = any(e["type"] == "json_invalid" for e in error.errors())
-    code, what = (PARSE_ERROR, "Parse error: the line is not valid JSON") if not_json else (
-        INVALID_REQUEST, "Invalid Request: the line is JSON but not a JSON-RPC 2.0 request, notification or response")
+def invalid_message_reply(error: ValidationError) -> SessionMessage | None:
+    """The JSON-RPC error reply to a line the SDK could not read as a message: -32700 when it is
+    not JSON, -32600 when it is JSON but not a message, with the line's id when it has a usable
+    one (a string or an integer), else id null. None for a blank line, which is skipped."""
+    faults = error.errors()
+    inputs = [fault.get("input") for fault in faults]
+    if any(fault["type"] == "json_invalid" for fault in faults):
+        if all(isinstance(value, str) and not value.strip() for value in inputs):
+            return None  # an empty or whitespace-only line: nothing was sent
+        code, what = PARSE_ERROR, "Parse error: the line is not valid JSON"
+    else:
+        code, what = INVALID_REQUEST, "Invalid Request: the line is JSON but not a JSON-RPC 2.0 message"
+    request_id = next((value["id"] for value in inputs if isinstance(value, dict)
+                       and type(value.get("id")) in (int, str)), None)
     # The kinds of fault only: the line itself may hold the user's data.
-    log.warning("invalid_message", code=code, faults=sorted({e["type"] for e in error.errors()})[:5])
-    return SessionMessage(JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(
+    log.warning("invalid_message", code=code, faults=sorted({fault["type"] for fault in faults})[:5])
+    return SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(
         code=code, message=f"{what}; send one JSON-RPC message per line")))
 
 
