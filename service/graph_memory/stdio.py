@@ -17,7 +17,7 @@ is told so instead of waiting for a reply that never comes. Blank lines are skip
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Self
 
 import anyio
 from mcp.shared.message import SessionMessage
@@ -88,7 +88,29 @@ class InFlight:
         return False
 
 
-class DrainingReadStream:
+class _StreamWrapper:
+    """Delegates everything but what a subclass overrides to the wrapped SDK stream ``_inner``."""
+
+    _inner: Any
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def close(self) -> None:
+        self._inner.close()
+
+    async def __aenter__(self) -> Self:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        return await self._inner.__aexit__(*exc_info)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class DrainingReadStream(_StreamWrapper):
     """The SDK's read stream, whose end of input waits for :class:`InFlight` to empty."""
 
     def __init__(self, inner: Any, in_flight: InFlight, reply: Callable[[Any], Awaitable[None]],
@@ -129,24 +151,9 @@ class DrainingReadStream:
         except StopAsyncIteration:
             raise anyio.EndOfStream from None
 
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    def close(self) -> None:
-        self._inner.close()
-
-    async def __aenter__(self) -> DrainingReadStream:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc_info: Any) -> Any:
-        return await self._inner.__aexit__(*exc_info)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
 
-class ObservedWriteStream:
+class ObservedWriteStream(_StreamWrapper):
     """The SDK's write stream, telling :class:`InFlight` about every reply handed on."""
 
     def __init__(self, inner: Any, in_flight: InFlight) -> None:
@@ -157,21 +164,6 @@ class ObservedWriteStream:
         await self._inner.send(item)
         self._in_flight.sent(item)
 
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    def close(self) -> None:
-        self._inner.close()
-
-    async def __aenter__(self) -> ObservedWriteStream:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc_info: Any) -> Any:
-        return await self._inner.__aexit__(*exc_info)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
 
 def invalid_message_reply(error: ValidationError) -> SessionMessage | None:
