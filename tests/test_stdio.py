@@ -152,6 +152,35 @@ def test_a_line_that_is_not_json_rpc_gets_the_json_rpc_error_reply(tmp_path: Pat
     assert b"secret" not in result.stderr and b"this is not json" not in result.stderr  # logs name the fault only
 
 
+def test_a_client_that_stops_reading_stdout_ends_the_session_without_a_traceback(tmp_path: Path) -> None:
+    command = [str(EXE)] if EXE.exists() else [sys.executable, "-m", "graph_memory"]
+    db = tmp_path / "memory.db"
+    with tempfile.TemporaryFile() as stderr_file:
+        proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr_file,
+                                env=server_env(tmp_path, db))
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdout.close()  # the reader goes away (a host that exited, `… | head`)
+        ada = {"name": "Ada", "entityType": "p", "observations": []}
+        requests = handshake(("create_entities", {"entities": [ada]}), ("read_graph", {}))
+        try:
+            proc.stdin.write("".join(json.dumps(r) + "\n" for r in requests).encode())
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass  # the server may already be gone
+        assert proc.wait(timeout=60) == 0
+        stderr_file.seek(0)
+        stderr = stderr_file.read().decode()
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr[-2000:]
+    assert '"client_gone"' in stderr and '"server_stopped"' in stderr
+    from graph_memory.store import Store
+
+    store = Store.open(db, migrate=False)
+    try:  # whether or not the write ran before the session ended, the file is sound
+        assert store.integrity_problems() == []
+    finally:
+        store.close()
+
+
 def test_an_open_listen_stream_does_not_hold_the_exit(tmp_path: Path) -> None:
     # A 2026-07-28 subscriptions/listen stays open until cancelled: it has no reply to wait for.
     meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",

@@ -185,7 +185,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         else:
             import anyio
 
-            anyio.run(_serve_stdio, server, stop)
+            try:
+                anyio.run(_serve_stdio, server, stop)
+            except* BrokenPipeError:
+                # The client stopped reading stdout (it exited, or `… | head`): the session is over.
+                # Every write it acknowledged is committed; stop as on end of input, without a traceback.
+                log.info("client_gone", reason="stdout closed by the client")
     finally:
         stop()
     return EXIT_OK
