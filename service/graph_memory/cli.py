@@ -157,10 +157,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     def stop() -> None:
         # Leave the file with its search index up to date (a later search would catch up anyway).
-        try:
-            store.catch_up_search_index(wait_ms=0)
-        except GraphError as exc:
-            log.warning("search_index_catch_up_failed", error=str(exc)[:500])
+        store.catch_up_search_index(wait_ms=0)
         store.close()
         log.info("server_stopped", database=str(store.path))
 

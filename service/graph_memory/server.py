@@ -132,11 +132,10 @@ class IdleCatchUp:
         """Catch up now if documents wait, without waiting for the write lock, then poll again
         later; failures are logged, not raised."""
         self._handle = None
-        try:
+        try:  # the look costs a one-row read; the catch-up itself never raises (wait_ms given)
             if self.store.run_read(search_index_behind):
-                indexed = self.store.catch_up_search_index(wait_ms=0)
-                log.debug("search_index_caught_up", entities=indexed)
-        except (GraphError, apsw.Error) as exc:
+                log.debug("search_index_caught_up", entities=self.store.catch_up_search_index(wait_ms=0))
+        except (GraphError, apsw.Error) as exc:  # e.g. the store was closed meanwhile
             log.warning("search_index_catch_up_failed", error=str(exc)[:500])
         self._schedule(self.poll)
 

@@ -133,8 +133,7 @@ class DrainingReadStream(_StreamWrapper):
             try:
                 item = await self._inner.__anext__()
             except StopAsyncIteration:
-                pending = len(self._in_flight)
-                if pending and not await self._in_flight.wait(self._drain_seconds):
+                if len(self._in_flight) and not await self._in_flight.wait(self._drain_seconds):
                     log.warning("replies_dropped_at_end_of_input", requests=len(self._in_flight))
                 raise
             if isinstance(item, ValidationError):

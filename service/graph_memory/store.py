@@ -173,15 +173,18 @@ class Store:
         transaction of its own.
 
         Args:
-            wait_ms: how long to wait for the write lock when another connection holds it, in
-                milliseconds (at most the busy timeout), before giving up; None waits and retries
-                like any write. 0 for idle-time and shutdown catch-ups: a later search catches up.
+            wait_ms: None to wait and retry like any write, and raise on failure. Otherwise a
+                best-effort catch-up (before a search, when idle, at shutdown: a later one catches
+                up anyway): it waits at most this many milliseconds (and at most the busy timeout)
+                for the write lock, and a failure (e.g. a full disk) is logged as
+                ``search_index_catch_up_failed``, not raised.
 
         Returns:
-            How many entities' documents were indexed; None when it gave up waiting.
+            How many entities' documents were indexed; None when a best-effort catch-up gave up
+            (the lock stayed taken) or failed.
 
         Raises:
-            StoreError: as :meth:`run_write`.
+            StoreError: with ``wait_ms=None`` only, as :meth:`run_write`.
         """
         if wait_ms is None:
             return self.run_write(catch_up_search_index)
@@ -190,6 +193,9 @@ class Store:
             with self.write() as conn:
                 return catch_up_search_index(conn)
         except _Busy:
+            return None
+        except StoreError as exc:
+            log.warning("search_index_catch_up_failed", error=str(exc)[:500])
             return None
         finally:
             self.conn.set_busy_timeout(self.busy_timeout_ms)
@@ -263,10 +269,8 @@ class Store:
         """
         result = self.run_read(lambda conn: _Behind if search_index_behind(conn) else operation(conn))
         if result is _Behind:
-            try:
-                self.catch_up_search_index(wait_ms=SEARCH_LOCK_WAIT_MS)
-            except StoreError as exc:  # e.g. the disk is full: the search reads around the backlog
-                log.warning("search_index_catch_up_failed", error=str(exc)[:500])
+            # When it cannot (e.g. the disk is full), the search reads around the backlog.
+            self.catch_up_search_index(wait_ms=SEARCH_LOCK_WAIT_MS)
             result = self.run_read(operation)
         return cast(T, result)
 
@@ -349,10 +353,11 @@ def batched_search_sync(conn: apsw.Connection, *, grows_existing: bool = True) -
     added, which is quadratic in a large batch: 10,000 observations for one entity took minutes
     with the write lock held, and even one new entity with five observations was indexed eleven
     times. Here each touched document is written once (and the ``entity_search`` triggers queue
-    it once for the FTS index, in search_pending). Rows of this transaction are recognised by their ids (INTEGER
-    PRIMARY KEY: above the maximum before). A failure rolls the whole transaction back, the sync
-    switch included. Inside an enclosing batch or :meth:`Store.bulk_load` (sync already off) it
-    does nothing: the enclosing one writes the documents.
+    it once for the FTS index, in search_pending). Rows of this transaction are recognised by
+    their ids (INTEGER PRIMARY KEY: above the maximum before). A failure rolls the whole
+    transaction back, the sync switch included. Inside an enclosing batch or
+    :meth:`Store.bulk_load` (sync already off) it does nothing: the enclosing one writes the
+    documents.
 
     Args:
         grows_existing: whether the transaction may add observations to entities that existed
@@ -390,9 +395,7 @@ def catch_up_search_index(conn: apsw.Connection) -> int:
     For every entity in search_pending: a FTS5 'delete' of the version the index holds (stored in
     that row), then an insert of the current document, if the entity still has one; the rows are
     then removed. All of it is one savepoint (all or nothing), and one new index segment. Plain
-    SQL, no application function: any connection can run it, e.g. a backup's copy. Inside a read
-    transaction SQLite turns it into a write, which fails as busy when another connection has
-    written since the snapshot began (:meth:`Store.run_read` then retries).
+    SQL, no application function: any connection can run it, e.g. a backup's copy.
 
     Returns:
         How many entities' documents were indexed (0 when the index was up to date).
