@@ -2,14 +2,16 @@
 
 The app is the SDK's ``Server.streamable_http_app`` (stateful sessions, so handshake-era
 ``resources/subscribe`` notifications reach their sessions; 2026-07-28 requests are sessionless
-either way) with two routes of ours added, wrapped in two small pure-ASGI layers (no
+either way) with two routes of ours added, wrapped in small pure-ASGI layers (no
 ``BaseHTTPMiddleware``, which would buffer the SSE streams)::
 
-    AccessLog ─▶ BearerAuth ─▶ Starlette ─┬─ /mcp     SDK transport: body cap (413), Host (421) and
-                                          │           Origin (403) checks, then MCP
-                                          ├─ /healthz 200 "ok" while the process serves
-                                          └─ /readyz  200 when the database answers and every
-                                                      migration is applied, else 503 + reason
+    AccessLog ─▶ BearerAuth ─▶ RequestLimits ─▶ Starlette ─┬─ /mcp     SDK transport: Host (421) and
+                                                           │           Origin (403) checks, sessions,
+                                                           │           then MCP
+                                                           ├─ /healthz 200 "ok" while the process serves
+                                                           └─ /readyz  200 when the database answers and
+                                                                       every migration is applied, else
+                                                                       503 + reason
 
 * DNS-rebinding protection is always on, also when bound to ``0.0.0.0``: the SDK checks ``Host``
   and ``Origin`` of ``/mcp`` requests against ``MEMORY_ALLOWED_HOSTS`` / ``MEMORY_ALLOWED_ORIGINS``
@@ -17,6 +19,12 @@ either way) with two routes of ours added, wrapped in two small pure-ASGI layers
   Host-check, so kubelet probes addressed to the pod IP pass.
 * ``MEMORY_HTTP_TOKEN`` set: every path except the probes needs ``Authorization: Bearer <token>``
   (compared in constant time); otherwise 401 with ``WWW-Authenticate: Bearer``.
+* :class:`RequestLimits` answers the HTTP limits as JSON-RPC errors that name the limit and the
+  setting that raises it: a ``/mcp`` body over ``MEMORY_HTTP_MAX_BODY_BYTES`` gets 413 (refused
+  while it streams in, never read whole), a new session past ``MEMORY_HTTP_MAX_SESSIONS`` gets 503.
+  The SDK closes a handshake-era session after ``MEMORY_HTTP_SESSION_IDLE_SECONDS`` without a
+  request in flight (an open GET stream counts as one); its id then answers 404, so the client
+  initializes a new session. Together they bound what never-closed sessions can hold.
 * uvicorn runs here with ``log_config=None`` and its access log off; :class:`AccessLog` writes one
   structlog line per request (method, path without query, status, duration) to stderr. Nothing is
   written to stdout.
@@ -38,6 +46,7 @@ import contextlib
 import hashlib
 import hmac
 import json
+import re
 import signal
 import socket
 import threading
@@ -64,8 +73,6 @@ MCP_PATH: Final = "/mcp"
 HEALTH_PATH: Final = "/healthz"
 READY_PATH: Final = "/readyz"
 PUBLIC_PATHS: Final = frozenset({HEALTH_PATH, READY_PATH})
-MAX_REQUEST_BODY_BYTES: Final = 4 * 1024 * 1024
-"""Largest accepted ``/mcp`` request body (the SDK's default, applied explicitly); larger → 413."""
 GRACEFUL_SHUTDOWN_SECONDS: Final = 10
 """How long shutdown waits for in-flight calls before ending the remaining streams."""
 STREAM_CLOSE_SECONDS: Final = 5
@@ -240,6 +247,183 @@ class AccessLog:
                 log.info("http_request", **fields)
 
 
+# -- request limits -------------------------------------------------------------------------------
+
+BODY_LIMIT_SETTING: Final = "MEMORY_HTTP_MAX_BODY_BYTES"
+SESSIONS_SETTING: Final = "MEMORY_HTTP_MAX_SESSIONS"
+SESSION_IDLE_SETTING: Final = "MEMORY_HTTP_SESSION_IDLE_SECONDS"
+JSONRPC_INVALID_REQUEST: Final = -32600
+JSONRPC_SERVER_BUSY: Final = -32000
+"""In JSON-RPC's range for implementation-defined server errors: no room for another session."""
+ID_SCAN_BYTES: Final = 64 * 1024
+"""How much of the start of a refused body is searched for the request's ``id``."""
+_SESSION_ID_HEADER: Final = b"mcp-session-id"
+
+
+class RequestLimits:
+    """The HTTP limits of ``POST /mcp``, each refused with a JSON-RPC error a client can show.
+
+    * **Body size**: a body over ``max_body_bytes`` gets HTTP 413 and error -32600 naming the limit
+      and :data:`BODY_LIMIT_SETTING`. A declared ``Content-Length`` over the limit is refused after
+      at most the body's first chunk has been read (none when the client waits for
+      ``100 Continue``); a body without one (chunked) is counted as it streams in and refused as
+      soon as the count passes the limit, so no more than the limit plus one chunk is ever held.
+      Nothing of a refused request reaches the SDK, so nothing is done (uvicorn reads and discards
+      the rest of the body, so the client still reads the answer). A body within the limit is
+      passed on whole, as one message.
+    * **Open sessions**: past ``max_sessions`` the SDK refuses a new handshake-era session with a
+      bare 503; that answer is replaced by HTTP 503 and error -32000 naming the limit,
+      :data:`SESSIONS_SETTING` and the idle time after which sessions close by themselves.
+
+    The error's ``id`` is the request's when the start of its body names it (``{"jsonrpc": "2.0",
+    "id": 7, …``, see :func:`request_id_of`), else null. Other paths and methods pass untouched.
+    """
+
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int, max_sessions: int, session_idle_seconds: float,
+                 path: str = MCP_PATH) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+        self.max_sessions = max_sessions
+        self._path = path
+        self._too_large = (
+            f"Request body too large: this server accepts at most {_bytes_text(max_body_bytes)} per "
+            f"request, set by {BODY_LIMIT_SETTING}. The request was not processed. Send less in one "
+            f"call (for example, split a large batch into several calls), or raise {BODY_LIMIT_SETTING} "
+            f"on the server."
+        )
+        self._too_many = (
+            f"Too many open sessions: this server keeps at most {max_sessions} HTTP sessions open at "
+            f"once, set by {SESSIONS_SETTING}. A session closes when its client ends it, or after "
+            f"{session_idle_seconds:g} s without a request ({SESSION_IDLE_SETTING}). Try again later, "
+            f"or raise {SESSIONS_SETTING} on the server."
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST" or scope.get("path") != self._path:
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers", ()))
+        declared = _content_length(headers.get(b"content-length"))
+        over = declared is not None and declared > self.max_body_bytes
+        waits_for_continue = headers.get(b"expect", b"").lower() == b"100-continue"
+        body = bytearray()
+        seen_body = False
+        more_body = True
+        trailing: Message | None = None  # a disconnect that arrived instead of the body's end
+        while more_body and not (over and (body or waits_for_continue)):
+            message = await receive()
+            if message["type"] != "http.request":
+                trailing = message
+                break
+            seen_body = True
+            body += message.get("body", b"")
+            more_body = message.get("more_body", False)
+            if len(body) > self.max_body_bytes:
+                over = True
+                break
+        if over:
+            log.warning("http_body_too_large", limit_bytes=self.max_body_bytes, content_length=declared,
+                        setting=BODY_LIMIT_SETTING)
+            await _jsonrpc_error(send, 413, JSONRPC_INVALID_REQUEST, self._too_large, request_id_of(body),
+                                 {"limitBytes": self.max_body_bytes, "setting": BODY_LIMIT_SETTING})
+            return
+        replay: list[Message] = []
+        if seen_body:
+            replay.append({"type": "http.request", "body": bytes(body), "more_body": more_body})
+        if trailing is not None:
+            replay.append(trailing)
+
+        async def replayed() -> Message:
+            return replay.pop(0) if replay else await receive()
+
+        if _SESSION_ID_HEADER not in headers:  # a request that may open a session
+            send = self._explain_session_refusal(send, bytes(body))
+        await self.app(scope, replayed, send)
+
+    def _explain_session_refusal(self, send: Send, body: bytes) -> Send:
+        """``send``, with the SDK's bare 503 for a request without a session id (the only 503 it
+        gives there: no room for a new session) replaced by the explained one."""
+        refused = False
+
+        async def explained(message: Message) -> None:
+            nonlocal refused
+            if message["type"] == "http.response.start" and message["status"] == 503:
+                refused = True
+                return
+            if not refused:
+                await send(message)
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                log.warning("http_sessions_full", max_sessions=self.max_sessions, setting=SESSIONS_SETTING)
+                await _jsonrpc_error(send, 503, JSONRPC_SERVER_BUSY, self._too_many, request_id_of(body),
+                                     {"maxSessions": self.max_sessions, "setting": SESSIONS_SETTING})
+
+        return explained
+
+
+def _content_length(value: bytes | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None  # the HTTP parser has already refused a malformed length
+
+
+def _bytes_text(count: int) -> str:
+    """``4194304`` → ``"4194304 bytes (4 MiB)"``; small counts in bytes only."""
+    if count < 1024 * 1024:
+        return f"{count} bytes"
+    return f"{count} bytes ({round(count / (1024 * 1024), 2):g} MiB)"
+
+
+_JSON_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_JSON_DECODER = json.JSONDecoder()
+
+
+def request_id_of(body: bytes | bytearray) -> int | str | None:
+    """The ``id`` of the JSON-RPC request whose body starts with ``body``, when it can be known
+    cheaply: the body is a JSON object and its top-level ``id`` (a string or integer) comes before
+    any value that does not end within the first :data:`ID_SCAN_BYTES`. Else None (a batch, an id
+    after a long ``params``, not JSON)."""
+    text = bytes(body[:ID_SCAN_BYTES]).decode("utf-8", "ignore")
+    at = _skip_space(text, 0)
+    if not text.startswith("{", at):
+        return None
+    at += 1
+    try:
+        while True:
+            at = _skip_space(text, at)
+            if not text.startswith('"', at):
+                return None
+            key, at = _JSON_DECODER.raw_decode(text, at)
+            at = _skip_space(text, at)
+            if not text.startswith(":", at):
+                return None
+            value, at = _JSON_DECODER.raw_decode(text, _skip_space(text, at + 1))
+            if key == "id":
+                return value if isinstance(value, str | int) and not isinstance(value, bool) else None
+            at = _skip_space(text, at)
+            if not text.startswith(",", at):
+                return None
+            at += 1
+    except ValueError:  # cut off inside a value, or not JSON
+        return None
+
+
+def _skip_space(text: str, at: int) -> int:
+    match = _JSON_WHITESPACE.match(text, at)
+    return match.end() if match else at
+
+
+async def _jsonrpc_error(send: Send, status: int, code: int, message: str, request_id: int | str | None,
+                         data: dict[str, Any]) -> None:
+    payload = json.dumps({"jsonrpc": "2.0", "id": request_id,
+                          "error": {"code": code, "message": message, "data": data}}).encode("utf-8")
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(payload)).encode("ascii")),
+    ]})
+    await send({"type": "http.response.body", "body": payload})
+
+
 # -- app and server -------------------------------------------------------------------------------
 
 
@@ -249,7 +433,7 @@ def build_app(server: Any, store: Store, settings: Settings) -> AccessLog:
     Args:
         server: the low-level MCP server from :func:`graph_memory.server.build_server`.
         store: the open store the server works on (``/readyz`` checks it).
-        settings: HTTP host, token, allowed hosts and origins come from here.
+        settings: HTTP host, token, allowed hosts and origins, and the request limits come from here.
     """
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
@@ -262,10 +446,14 @@ def build_app(server: Any, store: Store, settings: Settings) -> AccessLog:
         transport_security=security,
         stateless_http=False,  # handshake-era notifications need the session's GET stream
         json_response=False,
-        max_request_body_size=MAX_REQUEST_BODY_BYTES,
+        max_request_body_size=settings.http_max_body_bytes,
+        session_idle_timeout=settings.http_session_idle_seconds,
+        max_sessions=settings.http_max_sessions,
         custom_starlette_routes=_probe_routes(store),
         debug=False,  # 500s carry no traceback
     )
+    app = RequestLimits(app, max_body_bytes=settings.http_max_body_bytes, max_sessions=settings.http_max_sessions,
+                        session_idle_seconds=settings.http_session_idle_seconds)
     token = _token(settings)
     if token is not None:
         app = BearerAuth(app, token)

@@ -59,6 +59,20 @@ class Settings(BaseSettings):
         default_factory=lambda: list(DEFAULT_ALLOWED_ORIGINS),
         description="Origin header values accepted on /mcp (comma-separated).",
     )
+    http_max_body_bytes: int = Field(
+        4 * 1024 * 1024, ge=1,
+        description="Largest /mcp request body in bytes; a larger one gets HTTP 413 with a JSON-RPC error.",
+    )
+    http_session_idle_seconds: float = Field(
+        3600, gt=0, allow_inf_nan=False,
+        description="Seconds a handshake-era HTTP session may go without a request in flight (an open "
+        "GET stream counts) before it is closed; its id then answers 404 and the client initializes again.",
+    )
+    http_max_sessions: int = Field(
+        1000, ge=1,
+        description="Most handshake-era HTTP sessions open at once; past it a new session gets HTTP 503 "
+        "with a JSON-RPC error, existing sessions keep working.",
+    )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
     log_format: Literal["json", "console"] | None = Field(
         None, description="json, or console; default console when stderr is a terminal, else json."
