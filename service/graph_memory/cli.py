@@ -59,7 +59,38 @@ def _settings(args: argparse.Namespace) -> Settings:
     from graph_memory.logs import configure_logging
 
     configure_logging(settings.log_level, settings.effective_log_format)
+    args.resolved_settings = settings   # for main's error messages (_with_path_origin)
+    if note := settings.relative_path_note(given_by := _path_given_by(args)):
+        from graph_memory.logs import get_logger
+
+        # The reference server resolved the same relative value against its own package folder.
+        hint = {"hint": "the reference server resolves a relative MEMORY_FILE_PATH against its own package "
+                        "folder; 'graph-memory import --discover' finds the files it left there"}
+        get_logger("graph_memory.cli").info("database_path_relative", database=str(settings.database_path),
+                                            note=note, **(hint if given_by == "MEMORY_FILE_PATH" else {}))
     return settings
+
+
+def _path_given_by(args: argparse.Namespace) -> str:
+    return "--database" if getattr(args, "database", None) is not None else "MEMORY_FILE_PATH"
+
+
+def _with_path_origin(exc: GraphError, args: argparse.Namespace) -> str:
+    """The error message, plus where the database path came from when it was given as a relative
+    path and the message is about that path (the file, or its folder). The one place path errors
+    of every command pass through."""
+    import re
+
+    message = str(exc)
+    settings: Settings | None = getattr(args, "resolved_settings", None)
+    note = settings and settings.relative_path_note(_path_given_by(args))
+    if settings is None or not note:
+        return message
+    # A path counts when it is not just the start of a longer one (…/y, not …/y/other.jsonl).
+    names = {str(settings.file_path), str(settings.database_path), str(settings.database_path.parent)}
+    if any(re.search(re.escape(name) + r"(?![\\/\w.-])", message) for name in names):
+        return f"{message} ({note})"
+    return message
 
 
 class _Bar:
@@ -146,6 +177,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Open the database (migrating it, importing a legacy file on first start), then serve MCP."""
     return_large_buffers_to_the_os()
     settings = _settings(args)
+    from graph_memory.discover import log_hint_if_reference_files
     from graph_memory.importer import first_start_import
     from graph_memory.logs import get_logger
     from graph_memory.store import Store
@@ -170,6 +202,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 f"Fix that line, or import what can be read with: graph-memory import --skip-invalid "
                 f"{exc.path or 'FILE'}"
             ) from exc
+        log_hint_if_reference_files(store, log)
         from graph_memory.server import build_server
         from graph_memory.tools import Limits, Memory
 
@@ -274,6 +307,8 @@ def cmd_healthcheck(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     """Merge an upstream JSONL/JSON file into the database (or, with --dry-run, report only)."""
+    if args.discover or args.file is None:
+        return cmd_discover(args)
     settings = _settings(args)
     from graph_memory.importer import load_graph, plan_graph
     from graph_memory.legacy import read_legacy
@@ -306,6 +341,19 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
     else:
         _print_import(report)
+    return EXIT_OK
+
+
+def cmd_discover(args: argparse.Namespace) -> int:
+    """``import --discover``: list the reference server's memory files and the command importing each."""
+    if args.file is not None or not args.discover or args.skip_invalid or args.dry_run:
+        args.usage_error("name the FILE to import, or pass --discover (with --json at most) to find the "
+                         "reference server's memory files")
+    settings = _settings(args)
+    from graph_memory.discover import find_reference_files, reference_places, render
+
+    places = reference_places()
+    print(render(find_reference_files(places), settings.database_path, places, as_json=args.json))
     return EXIT_OK
 
 
@@ -537,8 +585,18 @@ def build_parser() -> argparse.ArgumentParser:
     imp = command("import", "merge a reference-server memory.jsonl/.json into the database", cmd_import,
                   epilog="Existing entities gain the observations they lack (their type is kept); existing "
                          "relations are skipped. One transaction: a refused file writes nothing.\n\n"
-                         "exit status: 0 imported (or dry run done), 1 refused (the line and reason on stderr)")
-    imp.add_argument("file", help="the legacy file (read only, never modified)")
+                         "--discover looks where the reference server keeps memory.jsonl by default (its "
+                         "package folder: npx's cache, global node_modules, /app/dist) and prints each file "
+                         "found with the command importing it into this database.\n\n"
+                         "exit status: 0 imported (or dry run done, or discovery done), 1 refused (the line "
+                         "and reason on stderr)")
+    imp.usage = ("%(prog)s [--database DB] [--skip-invalid] [--dry-run] [--json] FILE\n"
+                 "       %(prog)s [--database DB] --discover [--json]")
+    imp.set_defaults(usage_error=imp.error)
+    imp.add_argument("file", nargs="?", help="the legacy file (read only, never modified)")
+    imp.add_argument("--discover", action="store_true",
+                     help="instead of importing, find the reference server's memory files and print how to "
+                          "import each")
     imp.add_argument("--skip-invalid", action="store_true", help="skip and list bad lines instead of refusing")
     imp.add_argument("--dry-run", action="store_true", help="report what would happen; write nothing")
     imp.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -579,7 +637,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except GraphError as exc:
-        print(f"graph-memory: error: {exc}", file=sys.stderr)
+        print(f"graph-memory: error: {_with_path_origin(exc, args)}", file=sys.stderr)
         return EXIT_ERROR
     except BrokenPipeError:  # e.g. `graph-memory export | head`: the reader left, nothing to report
         import os

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, PrivateAttr, SecretStr, ValidatorFunctionWrapHandler, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 LEGACY_SUFFIXES = (".jsonl", ".json")
@@ -41,6 +41,11 @@ class Settings(BaseSettings):
     """
 
     model_config = SettingsConfigDict(env_prefix="MEMORY_", extra="ignore", frozen=True)
+
+    # The file path as given when it was relative, and the folder it was resolved against: messages
+    # about the path say so, because the reference server resolved the same value elsewhere.
+    _relative_file_path: str | None = PrivateAttr(None)
+    _resolved_against: Path | None = PrivateAttr(None)
 
     file_path: Path = Field(
         default_factory=default_database_path,
@@ -100,6 +105,25 @@ class Settings(BaseSettings):
             return None
         return Path(value).expanduser().absolute()
 
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_relative_file_path(cls, data: object, handler: ValidatorFunctionWrapHandler) -> Settings:
+        given = data.get("file_path") if isinstance(data, dict) else None
+        settings: Settings = handler(data)
+        if isinstance(given, str | Path) and str(given) and not Path(given).expanduser().is_absolute():
+            settings._relative_file_path = str(given)
+            settings._resolved_against = Path.cwd()
+        return settings
+
+    def relative_path_note(self, given_by: str = "MEMORY_FILE_PATH") -> str | None:
+        """``"<given_by> was the relative path 'x.db', resolved against the working directory /y"``
+        when ``file_path`` was given as a relative path, else None. ``given_by`` names where the value
+        came from (``MEMORY_FILE_PATH`` or ``--database``)."""
+        if self._relative_file_path is None:
+            return None
+        return (f"{given_by} was the relative path {self._relative_file_path!r}, resolved against the "
+                f"working directory {self._resolved_against}")
+
     @property
     def database_path(self) -> Path:
         """The SQLite file: ``file_path`` itself, or the sibling ``.db`` of a legacy path."""
@@ -121,3 +145,30 @@ class Settings(BaseSettings):
         if self.log_format is not None:
             return self.log_format
         return "console" if sys.stderr.isatty() else "json"
+
+
+class NodePackagePlaces(BaseSettings):
+    """Where npm and the Node version managers keep packages, read from the variables they read
+    themselves (no ``MEMORY_`` prefix; unset means their defaults). Only ``graph-memory import
+    --discover`` and the first-start hint use it, to find the reference server's memory files."""
+
+    model_config = SettingsConfigDict(extra="ignore", frozen=True)
+
+    npm_cache: Path | None = Field(default=None, validation_alias="npm_config_cache",
+                                   description="npm's cache (npx installs under its _npx folder).")
+    npm_prefix: Path | None = Field(default=None, validation_alias="npm_config_prefix",
+                                    description="npm's global prefix (global packages under lib/node_modules).")
+    nvm_dir: Path | None = Field(default=None, validation_alias="NVM_DIR", description="nvm's folder (default ~/.nvm).")
+    local_app_data: Path | None = Field(default=None, validation_alias="LOCALAPPDATA",
+                                        description="Windows: holds npm-cache.")
+    app_data: Path | None = Field(default=None, validation_alias="APPDATA", description="Windows: holds npm and nvm.")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _unset_when_empty(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _expand(cls, value: Path | None) -> Path | None:
+        return None if value is None else value.expanduser().absolute()
