@@ -6,7 +6,8 @@ copy, and after a few restarts the rest is copied in one step (one read snapshot
 blocks no writer). The copy is written to a temporary file beside the destination, verified
 (``PRAGMA integrity_check`` and every FTS5 index's own integrity check) and only then renamed into
 place; an existing destination is replaced only when asked (``force``). Nothing is written to the
-source (its connection only reads; like any last connection, it checkpoints the WAL on close).
+source: it is opened read-only (:meth:`~graph_memory.store.Store.open_readonly`), so a user who can
+only read the database (and its folder) can back it up, and no file beside it is created or changed.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ import apsw
 
 from graph_memory.errors import GraphError, StoreError
 from graph_memory.importer import fsync_directory
-from graph_memory.store import integrity_problems
+from graph_memory.paths import check_database_path
+from graph_memory.store import Store, integrity_problems
 
 # Pages copied per backup step (4 MiB at the default page size) between chances for writers.
 PAGES_PER_STEP = 1024
@@ -148,8 +150,7 @@ def backup_database(source: str | os.PathLike[str], dest: str | os.PathLike[str]
         GraphError: the destination exists (without ``force``), is the source, or cannot be written.
     """
     src_path = Path(source).expanduser().absolute()
-    if not src_path.is_file():
-        raise StoreError(f"no database at {src_path}; set MEMORY_FILE_PATH or --database to the database to back up")
+    check_database_path(src_path, must_exist=True)
     target = destination(dest, src_path)
     if target.exists():
         if target.is_dir() or os.path.samefile(target, src_path):
@@ -179,22 +180,11 @@ def backup_database(source: str | os.PathLike[str], dest: str | os.PathLike[str]
                         restarts=restarts, schema_version=version, counts=counts)
 
 
-def _open_source(path: Path, busy_timeout_ms: int) -> apsw.Connection:
-    try:
-        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE)  # never CREATE
-        conn.set_busy_timeout(busy_timeout_ms)
-        conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()  # not SQLite fails here
-    except apsw.NotADBError as exc:
-        raise StoreError(f"{path} is not a SQLite database; nothing was copied") from exc
-    except apsw.Error as exc:
-        raise StoreError(f"cannot read database {path}: {exc}") from exc
-    return conn
-
-
 def _copy(src_path: Path, tmp: Path, busy_timeout_ms: int, pages_per_step: int,
           progress: Callable[[int, int], None] | None) -> tuple[int, int]:
     """Run the online backup into ``tmp``; returns ``(pages, restarts)``."""
-    src = _open_source(src_path, busy_timeout_ms)
+    source = Store.open_readonly(src_path, busy_timeout_ms=busy_timeout_ms, check_history=False)
+    src = source.conn
     try:
         dst = apsw.Connection(str(tmp))
         try:
@@ -224,7 +214,7 @@ def _copy(src_path: Path, tmp: Path, busy_timeout_ms: int, pages_per_step: int,
     except apsw.Error as exc:
         raise StoreError(f"backup of {src_path} failed: {exc}") from exc
     finally:
-        src.close()
+        source.close()
     return pages, restarts
 
 

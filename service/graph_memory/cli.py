@@ -68,6 +68,9 @@ def _settings(args: argparse.Namespace) -> Settings:
                         "folder; 'graph-memory import --discover' finds the files it left there"}
         get_logger("graph_memory.cli").info("database_path_relative", database=str(settings.database_path),
                                             note=note, **(hint if given_by == "MEMORY_FILE_PATH" else {}))
+    from graph_memory.paths import check_configured_paths
+
+    check_configured_paths(settings.file_path, settings.database_path)  # a folder, a FIFO… refused here
     return settings
 
 
@@ -122,10 +125,18 @@ class _Bar:
 
 def _existing_database(settings: Settings) -> Path:
     """The database path, refused when no file is there (read-only commands never create one)."""
-    path = settings.database_path
-    if not path.is_file():
-        raise GraphError(f"no database at {path}; set MEMORY_FILE_PATH (or --database) to the database file")
-    return path
+    from graph_memory.paths import check_database_path
+
+    check_database_path(settings.database_path, must_exist=True)
+    return settings.database_path
+
+
+def _open_readonly(settings: Settings) -> Store:
+    """The existing database opened read-only (stats, export, healthcheck): works when this user
+    can only read it, creates and changes nothing (:meth:`Store.open_readonly`)."""
+    from graph_memory.store import Store
+
+    return Store.open_readonly(_existing_database(settings), busy_timeout_ms=settings.busy_timeout_ms)
 
 
 def _open_current(settings: Settings) -> Store:
@@ -133,10 +144,9 @@ def _open_current(settings: Settings) -> Store:
     migrations applied is refused (this code reads the current schema only); one with none
     applied yet has no graph tables and reads as empty."""
     from graph_memory import migrations
-    from graph_memory.store import Store
 
-    path = _existing_database(settings)
-    store = Store.open(path, busy_timeout_ms=settings.busy_timeout_ms, migrate=False)
+    store = _open_readonly(settings)
+    path = store.path
     try:
         state = migrations.status(store.conn, str(store.path))
         if state.pending and state.version > 0:
@@ -283,9 +293,8 @@ def cmd_healthcheck(args: argparse.Namespace) -> int:
     """Exit 0 when the database opens and has every migration applied, else 1 with the reason."""
     settings = _settings(args)
     from graph_memory import migrations
-    from graph_memory.store import Store
 
-    store = Store.open(_existing_database(settings), busy_timeout_ms=settings.busy_timeout_ms, migrate=False)
+    store = _open_readonly(settings)
     try:
         state = migrations.status(store.conn, str(store.path))
     finally:
@@ -459,10 +468,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
     settings = _settings(args)
     from graph_memory import migrations
     from graph_memory.backup import database_files, graph_counts
-    from graph_memory.store import Store
 
-    path = _existing_database(settings)
-    store = Store.open(path, busy_timeout_ms=settings.busy_timeout_ms, migrate=False)
+    store = _open_readonly(settings)
+    path = store.path
     try:
         state = migrations.status(store.conn, str(path))
         counts = store.run_read(graph_counts)

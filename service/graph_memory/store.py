@@ -14,7 +14,10 @@ thread; other threads (CLI backup, tests) open their own Store.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -25,6 +28,7 @@ import apsw
 from graph_memory import migrations
 from graph_memory.errors import GraphError, StoreError
 from graph_memory.logs import get_logger
+from graph_memory.paths import check_database_path
 
 T = TypeVar("T")
 log = get_logger("graph_memory.store")
@@ -78,6 +82,8 @@ class Store:
         # is written into a damaged file (it could spread the damage and make recovery harder).
         self.corrupt: apsw.CorruptError | None = None
         self.busy_timeout_ms = 0
+        # A private folder holding a snapshot this Store reads (open_readonly), removed on close.
+        self.snapshot_dir: Path | None = None
 
     @classmethod
     def open(cls, path: Path | str, *, busy_timeout_ms: int = 10_000, migrate: bool = True) -> Store:
@@ -89,6 +95,7 @@ class Store:
             MigrationError: the migration history is edited or newer than this code.
         """
         path = Path(path).expanduser().absolute()
+        check_database_path(path)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -101,6 +108,8 @@ class Store:
         if not path.exists() and not os.access(path.parent, os.W_OK | os.X_OK):
             raise StoreError(f"cannot create the database in {path.parent}: folder not writable; "
                              f"choose another location with MEMORY_FILE_PATH")
+        if path.exists() and path.stat().st_size > 0:
+            _refuse_foreign_unmodified(path)
         if not path.exists():
             # A memory is personal: create the file readable by its owner only. SQLite gives the
             # -wal and -shm files the same permissions.
@@ -135,6 +144,72 @@ class Store:
             raise translate(exc, path) from exc
         return store
 
+    @classmethod
+    def open_readonly(cls, path: Path | str, *, busy_timeout_ms: int = 10_000, check_history: bool = True) -> Store:
+        """Open an existing database for reading only (stats, export, backup, healthcheck): it
+        works when this user can only read the file and its folder, and never creates or changes
+        a file. Writes through this Store fail (:class:`~graph_memory.errors.StoreError`).
+
+        How the file is opened (SQLite's rules for read-only WAL databases):
+
+        * not in WAL mode: ``mode=ro``, which needs nothing but read access;
+        * WAL mode with a ``-shm`` file (a connection is open, or one ended without cleaning
+          up): ``mode=ro`` reads the log through it, even when it is not writable for this user;
+        * WAL mode, no ``-shm`` and the ``-wal`` absent or empty (the normal state after the
+          last connection closed): every committed page is in the main file, so it is opened
+          with ``immutable=1``, which needs no ``-shm`` and creates none. (``mode=ro`` would
+          create ``-wal`` and ``-shm`` files and leave them, owned by this user, or fail
+          when the folder is not writable.) Immutable means unlocked: a writer that starts and
+          checkpoints during this read could make it see a mix; the read is short and a writer
+          only checkpoints after about 4 MiB of log or on close;
+        * WAL mode, no ``-shm``, committed pages still in the ``-wal`` (a copy taken without
+          its ``-shm``): no connection is open (each keeps the ``-shm``), so the database and
+          its log are copied into a private temporary folder, SQLite replays the log there,
+          and the copy is read (and deleted on :meth:`close`);
+        * ``mode=ro`` refused (a ``-shm`` this user cannot read): as the immutable case when the
+          log is empty, else refused with what to do.
+
+        Args:
+            check_history: refuse an edited or newer migration history (a backup copies any).
+
+        Raises:
+            StoreError: no file, an odd path (:func:`~graph_memory.paths.check_database_path`),
+                not SQLite, another program's database, unreadable as described above.
+            MigrationError: ``check_history`` and the migration history is edited or newer
+                than this code.
+        """
+        path = Path(path).expanduser().absolute()
+        check_database_path(path, must_exist=True)
+        if not os.access(path, os.R_OK):
+            raise StoreError(f"database {path} is not readable by this user; fix its permissions")
+        for attempt in range(_BUSY_RETRIES + 1):
+            try:
+                conn, snapshot = _connect_readonly(path)
+                break
+            except (apsw.BusyError, apsw.LockedError) as exc:
+                if attempt == _BUSY_RETRIES:
+                    raise translate(exc, path) from exc
+                time.sleep(0.05 * (attempt + 1))
+            except apsw.Error as exc:
+                raise translate(exc, path) from exc
+            except OSError as exc:  # reading the header, or copying into the snapshot folder
+                raise StoreError(f"cannot read database {path}: {exc.strerror or exc}") from exc
+        store = cls(path, conn)
+        store.snapshot_dir = snapshot
+        try:
+            store.busy_timeout_ms = busy_timeout_ms
+            conn.set_busy_timeout(busy_timeout_ms)
+            conn.create_scalar_function("python_lower", python_lower, 1, deterministic=True)
+            refuse_foreign(conn, path)
+            if check_history:
+                migrations.status(conn, str(path))
+        except BaseException as exc:
+            store.close()
+            if isinstance(exc, apsw.Error):
+                raise translate(exc, path) from exc
+            raise
+        return store
+
     def _prepare(self, busy_timeout_ms: int, migrate: bool) -> None:
         """Configure the connection, then apply pending migrations (or only check them)."""
         self._configure(busy_timeout_ms)
@@ -150,8 +225,9 @@ class Store:
         self.busy_timeout_ms = busy_timeout_ms
         conn.set_busy_timeout(busy_timeout_ms)
         conn.create_scalar_function("python_lower", python_lower, 1, deterministic=True)
-        # Touch the file: a file that is not SQLite fails here, before anything is written.
-        conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()
+        # Touch the file: a file that is not SQLite fails here, before anything is written; so
+        # does another program's database (switching to WAL would already change it).
+        refuse_foreign(conn, self.path)
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
         if mode is None or str(mode[0]).lower() != "wal":
             log.warning("wal_unavailable", path=str(self.path), journal_mode=mode and mode[0])
@@ -165,8 +241,12 @@ class Store:
         conn.execute("PRAGMA temp_store = MEMORY")
 
     def close(self) -> None:
-        """Close the connection (a WAL checkpoint runs when this is the last connection)."""
+        """Close the connection (a WAL checkpoint runs when this is the last read-write
+        connection); remove the private snapshot a read-only Store may have read."""
         self.conn.close()
+        if self.snapshot_dir is not None:
+            shutil.rmtree(self.snapshot_dir, ignore_errors=True)
+            self.snapshot_dir = None
 
     def catch_up_search_index(self, *, wait_ms: int | None = None) -> int | None:
         """Index every changed search document now (:func:`catch_up_search_index`), in a write
@@ -471,6 +551,123 @@ class _Behind:
 
 class _Busy(Exception):
     """SQLITE_BUSY / SQLITE_LOCKED reached us: the transaction may be retried."""
+
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def refuse_foreign(conn: apsw.Connection, path: Path) -> None:
+    """Refuse another program's SQLite database: one that holds tables (or any schema object)
+    but no graph-memory ledger (``schema_migrations``). Only reads; an empty database passes.
+    The read also makes SQLite check the header: a file that is not SQLite fails here.
+
+    Raises:
+        StoreError: the database belongs to another program.
+        apsw.Error: the file is not SQLite, is damaged or locked.
+    """
+    names = [name for (name,) in conn.execute("SELECT name FROM sqlite_schema ORDER BY type DESC, name")]
+    if names and "schema_migrations" not in names:
+        shown = ", ".join(names[:3]) + (", …" if len(names) > 3 else "")
+        other = path.parent / ("memory.db" if path.name != "memory.db" else "graph-memory.db")
+        raise StoreError(f"{path} is a SQLite database of another program (it holds {shown} and no graph-memory "
+                         f"schema_migrations table); graph-memory does not touch it. Set MEMORY_FILE_PATH (or "
+                         f"--database) to another file, such as {other}. It was not modified.")
+
+
+def _refuse_foreign_unmodified(path: Path) -> None:
+    """Before a read-write open of an existing file: refuse a file that is not SQLite or is
+    another program's database, reading it as :meth:`Store.open_readonly` does (a read-write
+    connection could already create ``-wal``/``-shm`` files or checkpoint another program's log
+    into its file). Anything else that goes wrong here is left to the read-write open to report."""
+    try:
+        conn, snapshot = _connect_readonly(path)
+    except apsw.NotADBError as exc:
+        raise translate(exc, path) from exc
+    except (apsw.Error, StoreError, OSError):
+        return
+    try:
+        refuse_foreign(conn, path)
+    except apsw.NotADBError as exc:
+        raise translate(exc, path) from exc
+    except apsw.Error:
+        return
+    finally:
+        conn.close()
+        if snapshot is not None:
+            shutil.rmtree(snapshot, ignore_errors=True)
+
+
+def _sidecar(path: Path, suffix: str) -> Path:
+    return path.with_name(path.name + suffix)
+
+
+def _in_wal_mode(path: Path) -> bool:
+    """Whether the file's header says WAL mode (read and write versions 2, bytes 18–19)."""
+    with open(path, "rb") as file:
+        header = file.read(20)
+    return len(header) == 20 and header.startswith(_SQLITE_HEADER) and header[18] == 2
+
+
+def _log_is_empty(path: Path) -> bool:
+    try:
+        return _sidecar(path, "-wal").stat().st_size == 0
+    except FileNotFoundError:
+        return True
+
+
+def _connect(path: Path, parameter: str) -> apsw.Connection:
+    """A read-only connection through a ``file:`` URI with ``parameter``, its schema read once
+    (SQLite opens lazily: a file it cannot read fails here)."""
+    uri = f"file:{urllib.parse.quote(str(path))}?{parameter}"
+    conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _connect_readonly(path: Path) -> tuple[apsw.Connection, Path | None]:
+    """The connection of :meth:`Store.open_readonly` (see there for the cases) and the private
+    snapshot folder it reads from, if any."""
+    wal_mode = _in_wal_mode(path)
+    if wal_mode and not _sidecar(path, "-shm").exists():
+        if _log_is_empty(path):
+            return _connect(path, "immutable=1"), None
+        return _snapshot(path)
+    try:
+        return _connect(path, "mode=ro"), None
+    except (apsw.ReadOnlyError, apsw.CantOpenError, apsw.PermissionsError) as exc:
+        if not wal_mode:
+            raise
+        if _log_is_empty(path):
+            return _connect(path, "immutable=1"), None
+        raise StoreError(
+            f"database {path} cannot be read by this user: its write-ahead log {path.name}-wal holds changes "
+            f"not yet in the file, and reading them needs {path.name}-shm, which this user cannot use ({exc}). "
+            f"Ask its owner for a copy ('graph-memory backup'), or run this as the owner. Nothing was changed."
+        ) from exc
+
+
+def _snapshot(path: Path) -> tuple[apsw.Connection, Path]:
+    """Copy the database and its ``-wal`` into a new private folder and open the copy read-write
+    there, which replays the log into it (the original files are only read)."""
+    folder = Path(tempfile.mkdtemp(prefix="graph-memory-read-"))
+    try:
+        copy = folder / path.name
+        shutil.copyfile(_sidecar(path, "-wal"), _sidecar(copy, "-wal"))
+        shutil.copyfile(path, copy)
+        conn = apsw.Connection(str(copy), flags=apsw.SQLITE_OPEN_READWRITE)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
+        except BaseException:
+            conn.close()
+            raise
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return conn, folder
 
 
 def translate(exc: apsw.Error, path: Path) -> StoreError:
