@@ -375,7 +375,7 @@ def cmd_export(args: argparse.Namespace) -> int:
           file=sys.stderr)
     if weighted and not args.with_weights:
         print(f"note: {plural(weighted, 'relation weight')} {'was' if weighted == 1 else 'were'} not written "
-              f"(the reference format has no weight); 'graph-memory export --with-weights' keeps them",
+              f"(the reference format has no weight); add --with-weights to keep them",
               file=sys.stderr)
     return EXIT_OK
 
