@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ import apsw
 import pytest
 
 from graph_memory import backup, cli, graph, migrations
-from graph_memory.backup import backup_database
+from graph_memory.backup import backup_database, destination
 from graph_memory.errors import GraphError, StoreError
 from graph_memory.importer import load_graph
 from graph_memory.legacy import LegacyGraph
@@ -258,6 +259,42 @@ def test_backup_into_a_directory_names_the_copy_with_a_time_stamp(db_path: Path,
     assert [p.name for p in folder.iterdir()] == [Path(result["path"]).name]
 
 
+def test_backups_into_a_directory_in_quick_succession_get_unique_names(db_path: Path, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    seed(db_path)
+    folder = tmp_path / "backups"
+    paths = []
+    for _ in range(3):  # well within one second: the second and third would clash without a suffix
+        code, out, err = run(capsys, "--database", str(db_path), "backup", f"{folder}/", "--json")
+        assert code == 0, err
+        paths.append(Path(json.loads(out)["path"]))
+    assert len(set(paths)) == 3 and sorted(p.name for p in folder.iterdir()) == sorted(p.name for p in paths)
+    for path in paths:
+        assert read_db(path) == read_db(db_path)
+    # The same second, taken twice already: the next name is _3, and --force replaces nothing.
+    moment = datetime(2026, 12, 1, 15, 1, 1)
+    taken = {folder / "memory-20261201-150101.db": b"older backup", folder / "memory-20261201-150101_2.db": b"2"}
+    for path, data in taken.items():
+        path.write_bytes(data)
+    assert destination(folder, db_path, now=moment) == folder / "memory-20261201-150101_3.db"
+
+    class Frozen(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Frozen:
+            return cls(2026, 12, 1, 15, 1, 1)
+
+    monkeypatch.setattr(backup, "datetime", Frozen)
+    code, out, err = run(capsys, "--database", str(db_path), "backup", str(folder), "--force", "--json")
+    assert code == 0, err
+    assert json.loads(out)["path"] == str(folder / "memory-20261201-150101_3.db")
+    assert all(path.read_bytes() == data for path, data in taken.items())
+    # '_' sorts after '.': a listing by name is in creation order
+    assert sorted(["memory-20261201-150101_2.db", "memory-20261201-150102.db", "memory-20261201-150101.db"]) == [
+        "memory-20261201-150101.db", "memory-20261201-150101_2.db", "memory-20261201-150102.db"]
+    assert destination(folder / "named.db", db_path, now=moment) == folder / "named.db"  # a file name is kept
+
+
 def test_backup_refuses_an_existing_destination_unless_forced(db_path: Path, tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     seed(db_path)
@@ -426,7 +463,7 @@ def test_installed_script_imports_exports_and_reports_with_results_on_stdout_onl
     exported = subprocess.run([str(SCRIPT), "export"], capture_output=True, env=env, timeout=60)
     assert exported.returncode == 0
     assert exported.stdout == legacy.read_bytes() + b"\n"
-    assert b"exported 1 entities and 1 relations to stdout" in exported.stderr
+    assert b"exported 1 entity and 1 relation to stdout" in exported.stderr
     stats = subprocess.run([str(SCRIPT), "stats", "--json"], capture_output=True, env=env, timeout=60)
     assert stats.returncode == 0 and json.loads(stats.stdout)["relations"] == 1
     refused = subprocess.run([str(SCRIPT), "migrate", "--check"], capture_output=True, env=env, timeout=60)

@@ -221,11 +221,43 @@ def test_unknown_or_missing_type_lines_are_skipped_with_their_line_numbers(tmp_p
 
 
 def test_unknown_keys_are_ignored_and_counted(tmp_path: Path) -> None:
-    text = "\n".join([ent("A", "t", ["o"], id=1, extra={"x": 1}), rel("A", "A", weight=0.5), ent("B")])
+    text = "\n".join([ent("A", "t", ["o"], id=1, extra={"x": 1}), rel("A", "A", weight=0.5, note="n"), ent("B")])
     graph = read_legacy(write_file(tmp_path, text.encode()))
-    assert graph.unknown_keys == 3
+    assert graph.unknown_keys == 3  # a relation's weight is read, not counted as unknown
     assert entity_tuples(graph) == [("A", "t", ["o"]), ("B", "person", [])]
-    assert graph.relations == [Relation("A", "A", "knows")]  # weight in the file is not read
+    assert graph.relations == [Relation("A", "A", "knows", weight=0.5)]
+
+
+def test_a_relation_weight_is_read_back_and_the_first_line_of_a_triple_wins() -> None:
+    text = "\n".join([rel("A", "B", weight=0.25), rel("A", "B", weight=0.75), rel("B", "A", weight=0),
+                      rel("A", "A", weight=1), rel("B", "B", weight=-0.0), rel("C", "C")])
+    graph = parse_legacy(text.encode())
+    assert [(r.key, r.weight) for r in graph.relations] == [
+        (("A", "B", "knows"), 0.25), (("B", "A", "knows"), 0.0), (("A", "A", "knows"), 1.0),
+        (("B", "B", "knows"), 0.0), (("C", "C", "knows"), 1.0)]
+    assert graph.duplicate_relations == 1 and graph.unknown_keys == 0
+    assert all(type(r.weight) is float for r in graph.relations)
+    document = json.dumps({"entities": [], "relations": [{"from": "A", "to": "B", "relationType": "r",
+                                                          "weight": 0.5}]})
+    assert parse_legacy(document.encode()).relations == [Relation("A", "B", "r", 0.5)]
+
+
+@pytest.mark.parametrize(("weight", "shown"), [
+    ("1.5", "1.5"), ("-0.1", "-0.1"), ("2", "2"),     # out of the range the tools and the database enforce
+    ("NaN", "NaN"), ("Infinity", "Infinity"), ("1e400", "Infinity"),  # Python's reader accepts these
+    ("true", "boolean"), ('"0.5"', "string"), ("null", "null"), ("[0.5]", "array"), ("{}", "object"),
+])
+def test_an_invalid_relation_weight_is_an_invalid_line_with_its_reason(weight: str, shown: str) -> None:
+    bad = '{"type":"relation","from":"A","to":"B","relationType":"r","weight":' + weight + "}"
+    text = "\n".join([ent("A"), bad, rel("A", "A")])
+    with pytest.raises(LegacyFormatError) as caught:
+        parse_legacy(text.encode())
+    assert caught.value.line == 2
+    assert f'relation: field "weight" must be a number from 0 to 1, got {shown}' in str(caught.value)
+    graph = parse_legacy(text.encode(), skip_invalid=True)
+    assert graph.invalid_lines == [
+        SkippedLine(2, f'relation: field "weight" must be a number from 0 to 1, got {shown}')]
+    assert relation_keys(graph) == [("A", "A", "knows")]
 
 
 def test_empty_names_are_kept_as_the_reference_server_stores_them(tmp_path: Path) -> None:
@@ -522,6 +554,19 @@ def test_write_legacy_round_trips_and_reports_the_line_count() -> None:
         '{"type":"entity","name":"A","entityType":"person","observations":["x","say \\"hi\\"\\n","🚀"]}'
     )
     assert text.splitlines()[3] == '{"type":"relation","from":"B","to":"Nowhere","relationType":"near"}'
+
+
+def test_write_legacy_with_weights_adds_the_weight_last_and_only_where_it_is_not_1() -> None:
+    relations = [Relation("A", "B", "visits"), Relation("B", "Nowhere", "near", weight=0.1),
+                 Relation("B", "A", "far", weight=0.0)]
+    out = io.StringIO()
+    assert write_legacy([], relations, out, with_weights=True) == 3
+    assert out.getvalue().splitlines() == [
+        '{"type":"relation","from":"A","to":"B","relationType":"visits"}',
+        '{"type":"relation","from":"B","to":"Nowhere","relationType":"near","weight":0.1}',
+        '{"type":"relation","from":"B","to":"A","relationType":"far","weight":0.0}',
+    ]
+    assert parse_legacy(out.getvalue().encode()).relations == relations
 
 
 @pytest.mark.skipif(not SAMPLE.exists(), reason="sample file not present")

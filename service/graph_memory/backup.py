@@ -126,12 +126,23 @@ class BackupResult:
 
 def destination(dest: str | os.PathLike[str], source: Path, now: datetime | None = None) -> Path:
     """The backup file for ``dest``: ``dest`` itself, or ``<stem>-YYYYmmdd-HHMMSS.db`` (local
-    time) inside it when ``dest`` is a directory or ends with a path separator."""
+    time) inside it when ``dest`` is a directory or ends with a path separator.
+
+    A time-stamped name already taken (a second backup within the same second) gets the first free
+    suffix ``_2``, ``_3``, … (``memory-20261201-150101_2.db``): a generated name never points at
+    an existing backup, with or without ``force``. ``_`` sorts after ``.``, so a listing by name
+    stays in creation order."""
     text = os.fspath(dest)
     target = Path(text).expanduser().absolute()
     if target.is_dir() or text.endswith(("/", os.sep)):
         stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
-        return target / f"{source.stem}-{stamp}.db"
+        name = f"{source.stem}-{stamp}"
+        candidate = target / f"{name}.db"
+        suffix = 1
+        while os.path.lexists(candidate):
+            suffix += 1
+            candidate = target / f"{name}_{suffix}.db"
+        return candidate
     return target
 
 

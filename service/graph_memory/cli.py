@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graph_memory.errors import GraphError, LegacyFormatError
+from graph_memory.wording import plural
 
 if TYPE_CHECKING:
     from graph_memory.backup import GraphCounts
@@ -377,24 +378,33 @@ def _print_import(report: ImportReport) -> None:
         print(f"dry run, nothing was written: importing {report.source} into {report.database} would add")
     else:
         print(f"imported {report.source} into {report.database}:")
-    print(f"  entities:      {report.entities_created} created, {report.entities_merged} merged into existing "
-          f"ones ({report.type_conflicts} with another type there, which was kept)")
+    merged = report.entities_merged
+    print(f"  entities:      {report.entities_created} created, {merged} merged into "
+          f"{'an existing one' if merged == 1 else 'existing ones'} ({report.type_conflicts} with another type "
+          f"there, which was kept)")
     print(f"  observations:  {report.observations_added} added")
+    # An existing relation keeps its own weight: the import adds, it never changes what is there.
     print(f"  relations:     {report.relations_created} created, {report.relations_skipped} already present")
-    print(f"  file:          {f['lines']} lines, {f['entities']} entities, {f['observations']} observations, "
-          f"{f['relations']} relations; {f['merged_entities']} duplicate entity lines merged, "
-          f"{f['collapsed_observations']} duplicate observations collapsed, {f['duplicate_relations']} duplicate "
-          f"relations dropped, {f['dangling_relations']} relations to entities not in the file kept, "
-          f"{f['unknown_keys']} unknown keys ignored")
-    for label, lines in (("skipped line", report.skipped_lines), ("invalid line (skipped)", report.invalid_lines)):
+    print(f"  file:          {plural(f['lines'], 'line')}, {plural(f['entities'], 'entity')}, "
+          f"{plural(f['observations'], 'observation')}, {plural(f['relations'], 'relation')}; "
+          f"{plural(f['merged_entities'], 'duplicate entity line')} merged, "
+          f"{plural(f['collapsed_observations'], 'duplicate observation')} collapsed, "
+          f"{plural(f['duplicate_relations'], 'duplicate relation')} dropped, "
+          f"{plural(f['dangling_relations'], 'relation')} to entities not in the file kept, "
+          f"{plural(f['unknown_keys'], 'unknown key')} ignored")
+    for label, labels, lines in (("skipped line", "skipped lines", report.skipped_lines),
+                                 ("invalid line (skipped)", "invalid lines (skipped)", report.invalid_lines)):
         for number, reason in lines[:_LISTED_LINES]:
             print(f"  {label} {number}: {reason}")
         if len(lines) > _LISTED_LINES:
-            print(f"  … and {len(lines) - _LISTED_LINES} more {label}s (--json lists them all)")
+            more = plural(len(lines) - _LISTED_LINES, f"more {label}", f"more {labels}")
+            print(f"  … and {more} (--json lists them all)")
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """Write the graph in the reference server's JSONL format to a file (atomically) or stdout."""
+    """Write the graph in the reference server's JSONL format to a file (atomically) or stdout;
+    with --with-weights, relation weights other than 1.0 too (a ``"weight"`` key that
+    ``graph-memory import`` reads back)."""
     settings = _settings(args)
     from graph_memory import graph
     from graph_memory.importer import export_file
@@ -407,19 +417,22 @@ def cmd_export(args: argparse.Namespace) -> int:
     finally:
         store.close()
     if args.output in (None, "-"):
-        _write_stdout(lambda out: write_legacy(snapshot.entities, snapshot.relations, out))
+        _write_stdout(lambda out: write_legacy(snapshot.entities, snapshot.relations, out,
+                                               with_weights=args.with_weights))
         where = "stdout"
     else:
         output = Path(args.output).expanduser().absolute()
         if output.exists() and output.samefile(store.path):
             raise GraphError(f"{output} is the database itself; choose another output file")
-        export_file(output, snapshot.entities, snapshot.relations)
+        export_file(output, snapshot.entities, snapshot.relations, with_weights=args.with_weights)
         where = str(output)
     weighted = sum(1 for r in snapshot.relations if r.weight != 1.0)
-    print(f"exported {len(snapshot.entities)} entities and {len(snapshot.relations)} relations to {where}",
+    print(f"exported {plural(len(snapshot.entities), 'entity')} and {plural(len(snapshot.relations), 'relation')} "
+          f"to {where}" + (f" with {plural(weighted, 'relation weight')}" if args.with_weights and weighted else ""),
           file=sys.stderr)
-    if weighted:
-        print(f"note: {weighted} relation weights were not written (the reference format has no weight)",
+    if weighted and not args.with_weights:
+        print(f"note: {plural(weighted, 'relation weight')} {'was' if weighted == 1 else 'were'} not written "
+              f"(the reference format has no weight); add --with-weights to keep them",
               file=sys.stderr)
     return EXIT_OK
 
@@ -458,8 +471,9 @@ def cmd_backup(args: argparse.Namespace) -> int:
     else:
         c = result.counts
         print(result.path)
-        print(f"  {result.bytes} bytes, schema version {result.schema_version}, integrity ok; "
-              f"{c.entities} entities, {c.observations} observations, {c.relations} relations")
+        print(f"  {plural(result.bytes, 'byte')}, schema version {result.schema_version}, integrity ok; "
+              f"{plural(c.entities, 'entity')}, {plural(c.observations, 'observation')}, "
+              f"{plural(c.relations, 'relation')}")
     return EXIT_OK
 
 
@@ -530,15 +544,16 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     path = settings.database_path
     if args.check and not path.is_file():
         known = migrations.load_migrations()
-        print(f"{path} does not exist yet; {len(known)} migration(s) pending: {', '.join(m.name for m in known)}")
+        print(f"{path} does not exist yet; {plural(len(known), 'migration')} pending: "
+              f"{', '.join(m.name for m in known)}")
         return EXIT_PENDING
     store = Store.open(path, busy_timeout_ms=settings.busy_timeout_ms, migrate=False)
     try:
         state = migrations.status(store.conn, str(path))  # refuses an edited or newer database
         if args.check:
             if state.pending:
-                print(f"{path} is at schema version {state.version}; {len(state.pending)} migration(s) pending: "
-                      f"{', '.join(m.name for m in state.pending)}")
+                print(f"{path} is at schema version {state.version}; {plural(len(state.pending), 'migration')} "
+                      f"pending: {', '.join(m.name for m in state.pending)}")
                 return EXIT_PENDING
             print(f"{path} is up to date at schema version {state.version}")
             return EXIT_OK
@@ -592,7 +607,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     imp = command("import", "merge a reference-server memory.jsonl/.json into the database", cmd_import,
                   epilog="Existing entities gain the observations they lack (their type is kept); existing "
-                         "relations are skipped. One transaction: a refused file writes nothing.\n\n"
+                         "relations are skipped (their weight is kept). A relation's \"weight\" (written by "
+                         "'export --with-weights') is read back. One transaction: a refused file writes "
+                         "nothing.\n\n"
                          "--discover looks where the reference server keeps memory.jsonl by default (its "
                          "package folder: npx's cache, global node_modules, /app/dist) and prints each file "
                          "found with the command importing it into this database.\n\n"
@@ -611,8 +628,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     exp = command("export", "write the graph as reference-server JSONL", cmd_export,
                   epilog="Entities then relations, one compact JSON object per line, as the reference server "
-                         "writes them. A file is replaced atomically (never left half-written).")
+                         "writes them. A file is replaced atomically (never left half-written).\n\n"
+                         "Relation weights are not part of that format: by default they are left out (the "
+                         "output is byte for byte what the reference server writes). With --with-weights a "
+                         "relation whose weight is not 1.0 gets a last key \"weight\", which "
+                         "'graph-memory import' reads back (the reference server ignores it): a full copy.")
     exp.add_argument("-o", "--output", help="output file (default: stdout)")
+    exp.add_argument("--with-weights", action="store_true",
+                     help="also write relation weights (a \"weight\" key on relations whose weight is not 1.0)")
 
     bak = command("backup", "copy the database consistently, also while a server runs", cmd_backup,
                   epilog="Uses SQLite's online backup API, then checks the copy (integrity_check and the "

@@ -20,6 +20,7 @@ import apsw
 from graph_memory.errors import Conflict, EntityNotFound, RelationNotFound
 from graph_memory.models import Entity, GraphSlice, Relation
 from graph_memory.store import batched_search_sync
+from graph_memory.wording import plural
 
 
 def _unique(items: Iterable[str]) -> list[str]:
@@ -248,7 +249,7 @@ class DeleteEntitiesResult:
 
     def to_dict(self) -> dict[str, Any]:
         """``{"success", "message", "deletedEntities"}``."""
-        message = f"Deleted {len(self.deleted)} of {self.requested} entities"
+        message = f"Deleted {len(self.deleted)} of {plural(self.requested, 'entity')}"
         if self.not_found:
             message += "; not found: " + ", ".join(self.not_found)
         return {"success": True, "message": message, "deletedEntities": self.deleted}
@@ -302,8 +303,7 @@ class DeleteObservationsResult:
         """``{"success", "message", "results"}``."""
         count = sum(len(r.deleted) for r in self.results)
         entities = sum(1 for r in self.results if r.deleted)
-        message = f"Deleted {count} observation{'s' if count != 1 else ''} from {entities} " \
-                  f"entit{'ies' if entities != 1 else 'y'}"
+        message = f"Deleted {plural(count, 'observation')} from {plural(entities, 'entity')}"
         missing = [r.entity_name for r in self.results if not r.found]
         if missing:
             message += "; not found: " + ", ".join(missing)
@@ -344,7 +344,7 @@ class DeleteRelationsResult:
         """``{"success", "message", "deletedRelations"}``."""
         return {
             "success": True,
-            "message": f"Deleted {len(self.deleted)} of {self.requested} relations",
+            "message": f"Deleted {len(self.deleted)} of {plural(self.requested, 'relation')}",
             "deletedRelations": [r.to_dict() for r in self.deleted],
         }
 

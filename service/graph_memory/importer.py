@@ -227,7 +227,8 @@ def load_graph(store: Store, legacy: LegacyGraph, *, source: str, progress: Prog
     Entities are created in file order; an entity that exists keeps its type and gains only the
     observations it lacks (appended in file order); relations are inserted as stored (also those
     whose endpoints are not entities, which the reference server keeps too) with the weight they
-    carry (the reader's default 1.0), existing triples skipped and left as they are.
+    carry (the file's ``weight``, else 1.0), existing triples skipped and left as they are (an
+    existing relation keeps its own weight, whatever weight the file gives it).
 
     Raises:
         StoreError: the database could not be written (nothing was).
@@ -314,8 +315,10 @@ def first_start_import(store: Store, candidates: list[Path], *,
 # -- export --------------------------------------------------------------------------------------
 
 
-def export_file(path: str | os.PathLike[str], entities: Iterable[Entity], relations: Iterable[Relation]) -> int:
-    """Write the reference server's format to ``path`` atomically and return the line count.
+def export_file(path: str | os.PathLike[str], entities: Iterable[Entity], relations: Iterable[Relation], *,
+                with_weights: bool = False) -> int:
+    """Write the reference server's format to ``path`` atomically and return the line count
+    (``with_weights``: relation weights too, see :func:`graph_memory.legacy.iter_legacy_lines`).
 
     The lines go to a temporary file in the same folder, which is flushed, fsynced and renamed
     over ``path`` only when complete; on any failure the temporary file is removed and ``path``
@@ -338,7 +341,7 @@ def export_file(path: str | os.PathLike[str], entities: Iterable[Entity], relati
         raise GraphError(f"cannot write in {target.parent}: {exc.strerror or exc}") from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
-            count = write_legacy(entities, relations, out)
+            count = write_legacy(entities, relations, out, with_weights=with_weights)
             out.flush()
             os.fsync(out.fileno())
         os.chmod(tmp_name, mode)

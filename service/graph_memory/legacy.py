@@ -18,8 +18,13 @@ touches a database. Rules come from docs/INTERFACE.md, section "Legacy JSONL":
 * duplicate entity names merge (first position and type kept, observations unioned), duplicate
   observations and duplicate relation triples collapse, relations to unknown entities are kept.
 
+A relation line may carry our ``"weight"`` key (a number from 0 to 1, as
+``graph-memory export --with-weights`` writes it); it is read back, and a weight that is not such a
+number makes the line invalid. The reference server ignores the key.
+
 Writing produces exactly the reference server's bytes for each line: compact JSON, non-ASCII
-unescaped, keys in upstream's order; ``weight`` is not part of the format and is not written.
+unescaped, keys in upstream's order; ``weight`` is not part of the format and is written only when
+asked for (``with_weights``), after the reference's keys, on relations whose weight is not 1.0.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from graph_memory.errors import LegacyFormatError
-from graph_memory.models import Entity, Relation
+from graph_memory.models import DEFAULT_WEIGHT, Entity, Relation
 
 __all__ = [
     "LegacyGraph",
@@ -65,10 +70,12 @@ class LegacyGraph:
     """The content of a legacy file, reconciled, with counters of what was reconciled.
 
     ``entities`` are merged by name in first-occurrence order; ``relations`` are de-duplicated by
-    ``(from, to, relationType)`` in file order, with the default weight. ``lines`` is the number of
+    ``(from, to, relationType)`` in file order (the first line of a triple wins, its weight too),
+    with the line's ``weight`` or the default 1.0. ``lines`` is the number of
     physical lines read (1 for the single-document form). ``skipped_lines`` lists lines with an
     unknown or missing ``"type"``; ``invalid_lines`` lists lines dropped by ``skip_invalid``.
-    ``unknown_keys`` counts extra keys (one per key, per line or item) that were ignored.
+    ``unknown_keys`` counts extra keys (one per key, per line or item) that were ignored; a
+    relation's ``weight`` is read, not counted.
     """
 
     entities: list[Entity]
@@ -171,6 +178,24 @@ def _relation_fields(obj: dict[str, Any], check_surrogates: bool) -> tuple[str, 
     return values[0], values[1], values[2]
 
 
+def _relation_weight(obj: dict[str, Any]) -> float:
+    """The ``weight`` of a relation object (1.0 when absent), or :class:`_Invalid` when it is not a
+    number from 0 to 1 -- the range the database and the tools enforce (``tools.RelationArg``)."""
+    if "weight" not in obj:
+        return DEFAULT_WEIGHT
+    value = obj["weight"]
+    # bool is an int in Python, but true/false are not numbers in JSON; NaN and +-Infinity (which
+    # Python's reader accepts) fail the range test.
+    if type(value) not in (int, float) or not 0 <= value <= 1:
+        shown = _excerpt(json.dumps(value)) if type(value) in (int, float) else _type_name(value)
+        raise _Invalid(f'field "weight" must be a number from 0 to 1, got {shown}')
+    return float(value) + 0.0   # -0 becomes 0
+
+
+def _excerpt(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def _diagnose(line: str) -> str:
     """Why ``line`` (which failed ``json.loads``) is not one JSON value."""
     start = len(line) - len(line.lstrip(_JSON_WS))
@@ -221,20 +246,24 @@ class _Builder:
                 seen.add(observation)
                 existing.observations.append(observation)
 
-    def add_relation(self, source: str, target: str, relation_type: str) -> None:
+    def add_relation(self, source: str, target: str, relation_type: str, weight: float = DEFAULT_WEIGHT) -> None:
         key = (source, target, relation_type)
         if key in self.relations:
             self.graph.duplicate_relations += 1
         else:
-            self.relations[key] = Relation(source, target, relation_type)
+            self.relations[key] = Relation(source, target, relation_type, weight)
 
     def add_object(self, obj: dict[str, Any], kind: str, check_surrogates: bool) -> None:
-        """Validate and add one entity/relation object; extra keys besides ``type`` are counted."""
+        """Validate and add one entity/relation object; extra keys besides ``type`` (and a
+        relation's ``weight``) are counted."""
+        known = 3 + ("type" in obj)
         if kind == "entity":
             self.add_entity(*_entity_fields(obj, check_surrogates))
         else:
-            self.add_relation(*_relation_fields(obj, check_surrogates))
-        self.graph.unknown_keys += len(obj) - 3 - ("type" in obj)
+            fields = _relation_fields(obj, check_surrogates)
+            self.add_relation(*fields, _relation_weight(obj))
+            known += "weight" in obj
+        self.graph.unknown_keys += len(obj) - known
 
     def finish(self, lines: int) -> LegacyGraph:
         graph = self.graph
@@ -405,31 +434,40 @@ def _dumps(obj: dict[str, Any]) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
-def iter_legacy_lines(entities: Iterable[Entity], relations: Iterable[Relation]) -> Iterator[str]:
+def iter_legacy_lines(entities: Iterable[Entity], relations: Iterable[Relation], *,
+                      with_weights: bool = False) -> Iterator[str]:
     """The export format, one line at a time, each ending with ``"\\n"``: entities, then relations.
 
     Each line is what the reference server writes (``JSON.stringify``): compact JSON, non-ASCII
     unescaped, keys ``type,name,entityType,observations`` / ``type,from,to,relationType``.
-    ``weight`` is not written (the format has no such field). Upstream joins lines without a final
-    newline; it ignores blank lines when reading, so the trailing newline here is harmless.
+    ``weight`` is not written (the format has no such field) unless ``with_weights``: then a
+    relation whose weight is not 1.0 gets a last key ``"weight"`` (the shortest decimal that reads
+    back as the same float; the reference server ignores the key, our reader reads it back).
+    Upstream joins lines without a final newline; it ignores blank lines when reading, so the
+    trailing newline here is harmless.
     """
     for e in entities:
         obs = e.observations
         entity = {"type": "entity", "name": e.name, "entityType": e.entity_type, "observations": obs}
         yield _dumps(entity) + "\n"
     for r in relations:
-        relation = {"type": "relation", "from": r.source, "to": r.target, "relationType": r.relation_type}
+        relation: dict[str, Any] = {"type": "relation", "from": r.source, "to": r.target,
+                                    "relationType": r.relation_type}
+        if with_weights and r.weight != DEFAULT_WEIGHT:
+            relation["weight"] = r.weight
         yield _dumps(relation) + "\n"
 
 
-def write_legacy(entities: Iterable[Entity], relations: Iterable[Relation], out: TextIO) -> int:
-    """Write the export format to ``out`` and return the number of lines written.
+def write_legacy(entities: Iterable[Entity], relations: Iterable[Relation], out: TextIO, *,
+                 with_weights: bool = False) -> int:
+    """Write the export format to ``out`` and return the number of lines written
+    (``with_weights``: see :func:`iter_legacy_lines`).
 
     ``out`` must be a text stream opened with ``encoding="utf-8", newline=""`` so that ``"\\n"``
     is not translated to ``"\\r\\n"`` on Windows. Nothing else is written (no header, no BOM).
     """
     count = 0
-    for line in iter_legacy_lines(entities, relations):
+    for line in iter_legacy_lines(entities, relations, with_weights=with_weights):
         out.write(line)
         count += 1
     return count

@@ -27,6 +27,7 @@ from mcp.shared.exceptions import MCPError
 from graph_memory import graph, package_version
 from graph_memory.errors import GraphError
 from graph_memory.logs import get_logger
+from graph_memory.request_params import explain_invalid_params
 from graph_memory.store import Store, search_index_behind
 from graph_memory.tools import TOOLS, Memory, Outcome, ToolSpec
 
@@ -271,6 +272,7 @@ def build_server(memory: Memory, *, extra_tools: tuple[ToolSpec, ...] = ()) -> S
         # The SDK's OpenTelemetry middleware can only emit spans through an installed OTel SDK;
         # without one it does nothing yet costs ~30 µs per request (issue 6), so drop it then.
         server.middleware = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
+    server.middleware.append(explain_invalid_params)
     server.graph_subscribers = subscribers  # type: ignore[attr-defined]  # for tests and HTTP mode
     server.idle_catch_up = idle_catch_up  # type: ignore[attr-defined]  # for tests
     server.graph_listen = listen  # type: ignore[attr-defined]  # HTTP mode closes open listen streams on shutdown

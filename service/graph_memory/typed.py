@@ -52,6 +52,7 @@ from graph_memory.tools import (
     _object,
     _str,
 )
+from graph_memory.wording import plural
 
 SUFFIX = ".schema.json"
 TOP_KEYS = {"name", "description", "properties", "additionalProperties"}
@@ -530,8 +531,8 @@ def _delete(schema: TypeSchema, tool: str) -> Callable[[Memory, dict[str, Any]],
             (entity,) = snapshot.entities
             n, m = len(entity.observations), len(snapshot.relations)
             return {"success": True,
-                    "message": f"Deleted {schema.type_name} {name} with {n} observation{'s' * (n != 1)} "
-                               f"and {m} relation{'s' * (m != 1)}",
+                    "message": f"Deleted {schema.type_name} {name} with {plural(n, 'observation')} "
+                               f"and {plural(m, 'relation')}",
                     "deletedEntities": [name], "deletedRelations": [r.to_dict() for r in snapshot.relations]}
 
         payload = app.store.run_write(write)
