@@ -329,6 +329,9 @@ def _print_import(report: ImportReport) -> None:
           f"{f['collapsed_observations']} duplicate observations collapsed, {f['duplicate_relations']} duplicate "
           f"relations dropped, {f['dangling_relations']} relations to entities not in the file kept, "
           f"{f['unknown_keys']} unknown keys ignored")
+    if replaced := f.get("replaced_surrogates", 0):
+        print(f"  replaced:      {replaced} lone surrogate{'' if replaced == 1 else 's'} (half of a character, "
+              f"such as an emoji a client cut) with U+FFFD")
     for label, lines in (("skipped line", report.skipped_lines), ("invalid line (skipped)", report.invalid_lines)):
         for number, reason in lines[:_LISTED_LINES]:
             print(f"  {label} {number}: {reason}")

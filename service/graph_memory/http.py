@@ -11,6 +11,10 @@ either way) with two routes of ours added, wrapped in two small pure-ASGI layers
                                           └─ /readyz  200 when the database answers and every
                                                       migration is applied, else 503 + reason
 
+A third layer between BearerAuth and Starlette, ``RepairLoneSurrogates``
+(:mod:`graph_memory.surrogates`), rewrites each lone surrogate escape in a
+``/mcp`` body (half an emoji) as ``\\ufffd`` before the SDK parses it, as the stdio transport does.
+
 * DNS-rebinding protection is always on, also when bound to ``0.0.0.0``: the SDK checks ``Host``
   and ``Origin`` of ``/mcp`` requests against ``MEMORY_ALLOWED_HOSTS`` / ``MEMORY_ALLOWED_ORIGINS``
   (localhost forms by default). The probe routes are plain Starlette routes, which the SDK does not
@@ -55,6 +59,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from graph_memory import migrations
 from graph_memory.errors import GraphError, MigrationError
 from graph_memory.logs import get_logger
+from graph_memory.surrogates import RepairLoneSurrogates
 
 if TYPE_CHECKING:
     from graph_memory.settings import Settings
@@ -266,6 +271,7 @@ def build_app(server: Any, store: Store, settings: Settings) -> AccessLog:
         custom_starlette_routes=_probe_routes(store),
         debug=False,  # 500s carry no traceback
     )
+    app = RepairLoneSurrogates(app, MCP_PATH, MAX_REQUEST_BODY_BYTES)
     token = _token(settings)
     if token is not None:
         app = BearerAuth(app, token)
