@@ -269,3 +269,15 @@ def sse_or_json(text: str) -> dict[str, Any]:
         return dict(json.loads(text))
     data = [line[len("data:"):] for line in text.splitlines() if line.startswith("data:") and line[5:].strip()]
     return dict(json.loads(data[-1]))
+
+
+def test_hostile_nesting_is_left_alone_instead_of_exhausting_the_stack() -> None:
+    deep: Any = "x\ud83d"
+    for _ in range(5000):
+        deep = [deep]
+    fixed, count = replace_in_value(deep)
+    assert fixed is deep and count == 0
+    line = b'{"type":"entity","name":"A","entityType":"t","observations":["\\ud83d"],"extra":' \
+        + b"[" * 900 + b'"\\ud83d"' + b"]" * 900 + b"}"
+    legacy = parse_legacy(line)
+    assert keys(legacy) == ([("A", "t", ["\ufffd"])], []) and legacy.replaced_surrogates == 1

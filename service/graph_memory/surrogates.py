@@ -51,6 +51,9 @@ _ESCAPE_BYTES = re.compile(_ESCAPES.encode("ascii"), re.DOTALL)
 _MAYBE_TEXT = re.compile(r"\\u[dD][89a-fA-F]")
 _MAYBE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
 _LISTED_FIELDS = 5
+# Values nested deeper than this are left as they are (no stored text is: observations sit at depth
+# 2 of an entity, tool arguments at 5 of a message), so hostile nesting cannot exhaust the stack.
+MAX_DEPTH: Final = 64
 
 log = get_logger("graph_memory.surrogates")
 
@@ -92,22 +95,25 @@ class _Counter:
         return b"\\ufffd"
 
 
-def replace_in_value(value: Any, path: str = "", fields: list[str] | None = None) -> tuple[Any, int]:
+def replace_in_value(value: Any, path: str = "", fields: list[str] | None = None, depth: int = 0) -> tuple[Any, int]:
     """A decoded JSON value (str, list, dict; keys too) with every surrogate code point replaced by
     U+FFFD, and how many were replaced. ``json.loads`` joins valid pairs into one character, so
     any surrogate left in its output is lone. Unchanged containers are returned as they are.
-    ``fields`` (optional) collects the path of each string that had one (``a.b[0]``)."""
+    ``fields`` (optional) collects the path of each string that had one (``a.b[0]``). Containers
+    deeper than :data:`MAX_DEPTH` are left as they are."""
     if isinstance(value, str):
         if not _SURROGATE.search(value):
             return value, 0
         if fields is not None:
             fields.append(path or "$")
         return _SURROGATE.subn(REPLACEMENT, value)
+    if depth >= MAX_DEPTH:
+        return value, 0
     if isinstance(value, list):
         total = 0
         items = []
         for index, item in enumerate(value):
-            fixed, count = replace_in_value(item, f"{path}[{index}]", fields)
+            fixed, count = replace_in_value(item, f"{path}[{index}]", fields, depth + 1)
             items.append(fixed)
             total += count
         return (items if total else value), total
@@ -119,7 +125,7 @@ def replace_in_value(value: Any, path: str = "", fields: list[str] | None = None
             child = f"{path}.{fixed_key}" if path else str(fixed_key)
             if key_count and fields is not None:
                 fields.append(f"{child} (the key)")
-            fixed, count = replace_in_value(item, child, fields)
+            fixed, count = replace_in_value(item, child, fields, depth + 1)
             pairs[fixed_key] = fixed
             total += key_count + count
         return (pairs if total else value), total
