@@ -354,12 +354,11 @@ def test_a_line_that_is_not_one_json_object_is_refused(bad: str, expected: str) 
     assert expected in caught.value.reason
 
 
-def test_unpaired_surrogate_is_refused_with_the_field() -> None:
-    bad = '{"type":"entity","name":"A","entityType":"t","observations":["ok","x\\ud800y"]}'
-    with pytest.raises(LegacyFormatError) as caught:
-        parse_legacy(f"{ent('B')}\n{bad}".encode())
-    assert caught.value.line == 2
-    assert "unpaired surrogate" in caught.value.reason and '"observations"' in caught.value.reason
+def test_unpaired_surrogate_is_replaced_with_u_fffd_and_counted() -> None:
+    cut = '{"type":"entity","name":"A","entityType":"t","observations":["ok","x\\ud800y"]}'
+    graph = parse_legacy(f"{ent('B')}\n{cut}".encode())
+    assert [(e.name, e.observations) for e in graph.entities] == [("B", []), ("A", ["ok", "x\ufffdy"])]
+    assert graph.replaced_surrogates == 1 and graph.invalid_lines == []
 
 
 def test_escaped_surrogate_pairs_are_decoded_to_the_character() -> None:

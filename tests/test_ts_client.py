@@ -49,3 +49,32 @@ def test_typescript_sdk_client_drives_every_tool(ts_sdk: Path, tmp_path: Path) -
              "relations": [], "neighbors": []}
     assert got["read_graph"] == final
     assert got["resource"] == final
+
+
+CUT_EMOJI = Path(__file__).parent / "clients" / "ts_cut_emoji.mjs"
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_typescript_sdk_client_storing_a_cut_emoji_gets_its_reply_and_u_fffd(ts_sdk: Path, tmp_path: Path,
+                                                                             transport: str) -> None:
+    """``"hi 😀".slice(0, 4)`` leaves half a surrogate pair, which the SDK sends as ``"\\ud83d"``:
+    the call is answered at once (not after the client's timeout) and stores U+FFFD."""
+    shutil.copy(CUT_EMOJI, ts_sdk / CUT_EMOJI.name)
+    database = tmp_path / "ts.db"
+    if transport == "stdio":
+        run = subprocess.run(["node", str(ts_sdk / CUT_EMOJI.name), "stdio", str(EXE), str(database)],
+                             capture_output=True, text=True, timeout=120, cwd=ts_sdk)
+    else:
+        from test_http import TOKEN, serve_process  # `graph-memory serve --transport http`, with a token
+
+        with serve_process(tmp_path, database) as server:
+            run = subprocess.run(["node", str(ts_sdk / CUT_EMOJI.name), "http", f"{server.url}/mcp", TOKEN],
+                                 capture_output=True, text=True, timeout=120, cwd=ts_sdk)
+        warnings = [e for e in server.stderr_lines() if e["event"] == "lone_surrogates_replaced"]
+        assert [(w["transport"], w["replaced"], w["tool"]) for w in warnings] == [("http", 1, "create_entities")]
+    assert run.returncode == 0, run.stderr
+    got = {s["step"]: s["value"] for s in map(json.loads, run.stdout.splitlines())}
+    stored = {"name": "Ada", "entityType": "person", "observations": ["hi \ufffd", "whole 😀"]}
+    assert got["create_entities"] == {"entities": [stored]}
+    assert got["milliseconds"] < 10_000
+    assert got["read_graph"]["entities"] == [stored]

@@ -392,6 +392,9 @@ def _print_import(report: ImportReport) -> None:
           f"{plural(f['duplicate_relations'], 'duplicate relation')} dropped, "
           f"{plural(f['dangling_relations'], 'relation')} to entities not in the file kept, "
           f"{plural(f['unknown_keys'], 'unknown key')} ignored")
+    if replaced := f.get("replaced_surrogates", 0):
+        print(f"  replaced:      {plural(replaced, 'lone surrogate')} (half of a character, such as an emoji a "
+              f"client cut) with U+FFFD")
     for label, labels, lines in (("skipped line", "skipped lines", report.skipped_lines),
                                  ("invalid line (skipped)", "invalid lines (skipped)", report.invalid_lines)):
         for number, reason in lines[:_LISTED_LINES]:

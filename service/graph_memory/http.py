@@ -13,6 +13,10 @@ either way) with two routes of ours added, wrapped in small pure-ASGI layers (no
                                                                        every migration is applied, else
                                                                        503 + reason
 
+A layer between RequestLimits and Starlette, ``RepairLoneSurrogates``
+(:mod:`graph_memory.surrogates`), rewrites each lone surrogate escape in a
+``/mcp`` body (half an emoji) as ``\\ufffd`` before the SDK parses it, as the stdio transport does.
+
 * DNS-rebinding protection is always on, also when bound to ``0.0.0.0``: the SDK checks ``Host``
   and ``Origin`` of ``/mcp`` requests against ``MEMORY_ALLOWED_HOSTS`` / ``MEMORY_ALLOWED_ORIGINS``
   (localhost forms by default). The probe routes are plain Starlette routes, which the SDK does not
@@ -64,6 +68,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from graph_memory import migrations
 from graph_memory.errors import GraphError, MigrationError
 from graph_memory.logs import get_logger
+from graph_memory.surrogates import RepairLoneSurrogates
 
 if TYPE_CHECKING:
     from graph_memory.settings import Settings
@@ -452,6 +457,8 @@ def build_app(server: Any, store: Store, settings: Settings) -> AccessLog:
         custom_starlette_routes=_probe_routes(store),
         debug=False,  # 500s carry no traceback
     )
+    # The surrogate repair reads a body ahead, so it sits inside the body cap.
+    app = RepairLoneSurrogates(app, MCP_PATH, settings.http_max_body_bytes)
     app = RequestLimits(app, max_body_bytes=settings.http_max_body_bytes, max_sessions=settings.http_max_sessions,
                         session_idle_seconds=settings.http_session_idle_seconds)
     token = _token(settings)

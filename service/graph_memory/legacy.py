@@ -12,6 +12,10 @@ touches a database. Rules come from docs/INTERFACE.md, section "Legacy JSONL":
   data; one trailing ``\\r`` per line (CRLF), a UTF-8 BOM, blank lines and a missing final newline
   are tolerated;
 * raw control characters inside JSON strings are accepted as data (``JSONDecoder(strict=False)``);
+* a lone surrogate escape (``"hi \\ud83d"``: the reference server stores what a client sends,
+  also half an emoji) is replaced with U+FFFD and counted (``replaced_surrogates``), as the stdio
+  and HTTP transports do (:mod:`graph_memory.surrogates` says why); a valid pair stays the
+  character;
 * invalid UTF-8, a line that is not one JSON object, or a missing / mistyped required field
   refuses the file (:class:`LegacyFormatError` with the line, and the byte offset for bad bytes),
   unless ``skip_invalid`` is set, in which case such lines are listed and skipped;
@@ -31,13 +35,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from graph_memory.errors import LegacyFormatError
 from graph_memory.models import DEFAULT_WEIGHT, Entity, Relation
+from graph_memory.surrogates import replace_in_value
 
 __all__ = [
     "LegacyGraph",
@@ -52,7 +56,6 @@ _JSON_WS = " \t\r\n"
 _BOM = "\ufeff"
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _DECODER = json.JSONDecoder(strict=False)
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _ENTITY_FIELDS = ("name", "entityType", "observations")
 _RELATION_FIELDS = ("from", "to", "relationType")
 
@@ -76,6 +79,8 @@ class LegacyGraph:
     unknown or missing ``"type"``; ``invalid_lines`` lists lines dropped by ``skip_invalid``.
     ``unknown_keys`` counts extra keys (one per key, per line or item) that were ignored; a
     relation's ``weight`` is read, not counted.
+    ``replaced_surrogates`` counts lone surrogates (half of an emoji a client cut) replaced with
+    U+FFFD.
     """
 
     entities: list[Entity]
@@ -87,6 +92,7 @@ class LegacyGraph:
     duplicate_relations: int = 0
     dangling_relations: int = 0
     unknown_keys: int = 0
+    replaced_surrogates: int = 0
     skipped_lines: list[SkippedLine] = field(default_factory=list)
     invalid_lines: list[SkippedLine] = field(default_factory=list)
 
@@ -100,7 +106,8 @@ class LegacyGraph:
 
         Keys: ``entities, observations, relations, lines, merged_entities, type_conflicts,
         collapsed_observations, duplicate_relations, dangling_relations, unknown_keys,
-        skipped_lines, invalid_lines`` (the last two are the lengths of the lists).
+        replaced_surrogates, skipped_lines, invalid_lines`` (the last two are the lengths of the
+        lists).
         """
         return {
             "entities": len(self.entities),
@@ -113,6 +120,7 @@ class LegacyGraph:
             "duplicate_relations": self.duplicate_relations,
             "dangling_relations": self.dangling_relations,
             "unknown_keys": self.unknown_keys,
+            "replaced_surrogates": self.replaced_surrogates,
             "skipped_lines": len(self.skipped_lines),
             "invalid_lines": len(self.invalid_lines),
         }
@@ -146,7 +154,7 @@ def _require_str(obj: dict[str, Any], key: str) -> str:
     return value
 
 
-def _entity_fields(obj: dict[str, Any], check_surrogates: bool) -> tuple[str, str, list[str]]:
+def _entity_fields(obj: dict[str, Any]) -> tuple[str, str, list[str]]:
     """``(name, entityType, observations)`` of an entity object, or :class:`_Invalid`."""
     name = _require_str(obj, "name")
     entity_type = _require_str(obj, "entityType")
@@ -158,23 +166,12 @@ def _entity_fields(obj: dict[str, Any], check_surrogates: bool) -> tuple[str, st
     if not all(type(o) is str for o in observations):
         index, bad = next((i, o) for i, o in enumerate(observations) if type(o) is not str)
         raise _Invalid(f'field "observations" must be a list of strings, item {index} is {_type_name(bad)}')
-    if check_surrogates:
-        for key, value in (("name", name), ("entityType", entity_type)):
-            if _SURROGATE.search(value):
-                raise _Invalid(f'unpaired surrogate in field "{key}"')
-        for index, value in enumerate(observations):
-            if _SURROGATE.search(value):
-                raise _Invalid(f'unpaired surrogate in field "observations" item {index}')
     return name, entity_type, observations
 
 
-def _relation_fields(obj: dict[str, Any], check_surrogates: bool) -> tuple[str, str, str]:
+def _relation_fields(obj: dict[str, Any]) -> tuple[str, str, str]:
     """``(from, to, relationType)`` of a relation object, or :class:`_Invalid`."""
     values = tuple(_require_str(obj, key) for key in _RELATION_FIELDS)
-    if check_surrogates:
-        for key, value in zip(_RELATION_FIELDS, values, strict=True):
-            if _SURROGATE.search(value):
-                raise _Invalid(f'unpaired surrogate in field "{key}"')
     return values[0], values[1], values[2]
 
 
@@ -253,14 +250,20 @@ class _Builder:
         else:
             self.relations[key] = Relation(source, target, relation_type, weight)
 
-    def add_object(self, obj: dict[str, Any], kind: str, check_surrogates: bool) -> None:
+    def replace_surrogates(self, value: Any) -> Any:
+        """``value`` with its lone surrogates replaced by U+FFFD, counted in the graph."""
+        value, replaced = replace_in_value(value)
+        self.graph.replaced_surrogates += replaced
+        return value
+
+    def add_object(self, obj: dict[str, Any], kind: str) -> None:
         """Validate and add one entity/relation object; extra keys besides ``type`` (and a
         relation's ``weight``) are counted."""
         known = 3 + ("type" in obj)
         if kind == "entity":
-            self.add_entity(*_entity_fields(obj, check_surrogates))
+            self.add_entity(*_entity_fields(obj))
         else:
-            fields = _relation_fields(obj, check_surrogates)
+            fields = _relation_fields(obj)
             self.add_relation(*fields, _relation_weight(obj))
             known += "weight" in obj
         self.graph.unknown_keys += len(obj) - known
@@ -319,7 +322,7 @@ def _as_document(text: str) -> dict[str, Any] | None:
     return None
 
 
-def _parse_document(doc: dict[str, Any], builder: _Builder, check_surrogates: bool) -> LegacyGraph:
+def _parse_document(doc: dict[str, Any], builder: _Builder) -> LegacyGraph:
     """Import ``{"entities": [...], "relations": [...]}``; item faults name ``entities[i]``."""
     builder.graph.unknown_keys += len(doc.keys() - {"entities", "relations"})
     for kind, key in (("entity", "entities"), ("relation", "relations")):
@@ -330,7 +333,7 @@ def _parse_document(doc: dict[str, Any], builder: _Builder, check_surrogates: bo
             try:
                 if type(item) is not dict:
                     raise _Invalid(f"not a JSON object (got {_type_name(item)})")
-                builder.add_object(item, kind, check_surrogates)
+                builder.add_object(item, kind)
             except _Invalid as exc:
                 builder.reject(None, f"{key}[{index}]: {kind}: {exc.args[0]}")
     return builder.finish(1)
@@ -355,6 +358,8 @@ def _parse_lines(lines: Sequence[str | None], builder: _Builder) -> LegacyGraph:
         if type(obj) is not dict:
             builder.reject(number, f"not a JSON object (got {_type_name(obj)})")
             continue
+        if "\\u" in line:  # only an escape can give a lone surrogate (the text is valid UTF-8)
+            obj = builder.replace_surrogates(obj)
         kind = obj.get("type")
         if kind not in ("entity", "relation"):
             if "type" not in obj:
@@ -363,7 +368,7 @@ def _parse_lines(lines: Sequence[str | None], builder: _Builder) -> LegacyGraph:
                 skipped.append(SkippedLine(number, f"unknown type {json.dumps(kind, ensure_ascii=False)}"))
             continue
         try:
-            builder.add_object(obj, kind, "\\u" in line)
+            builder.add_object(obj, kind)
         except _Invalid as exc:
             builder.reject(number, f"{kind}: {exc.args[0]}")
     return builder.finish(len(lines))
@@ -384,7 +389,7 @@ def parse_legacy(data: bytes, *, skip_invalid: bool = False, path: str | None = 
     Raises:
         LegacyFormatError: invalid UTF-8 (``offset`` = 0-based absolute byte offset of the first bad
             byte, ``line`` = its line); a line that is not JSON, holds two JSON values, is not an
-            object, or lacks / mistypes a required field or holds an unpaired surrogate (``line``).
+            object, or lacks / mistypes a required field (``line``).
             For the single-document form, item faults carry no line and name ``entities[i]`` or
             ``relations[i]``; a non-array ``entities`` / ``relations`` is refused even with
             ``skip_invalid``. With ``skip_invalid`` only those structural faults raise.
@@ -410,7 +415,7 @@ def parse_legacy(data: bytes, *, skip_invalid: bool = False, path: str | None = 
     text = text.removeprefix(_BOM)
     doc = _as_document(text)
     if doc is not None:
-        return _parse_document(doc, builder, "\\u" in text)
+        return _parse_document(builder.replace_surrogates(doc) if "\\u" in text else doc, builder)
     return _parse_lines(_split_text(text), builder)
 
 

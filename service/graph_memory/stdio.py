@@ -11,7 +11,9 @@ messages.
 A line that is not a JSON-RPC message, which the SDK passes on as an exception and then ignores,
 gets the error reply JSON-RPC 2.0 prescribes: -32700 when it is not JSON, -32600 when it is JSON but
 not a message, with the line's id when it has a usable one. A client that sent a malformed request
-is told so instead of waiting for a reply that never comes. Blank lines are skipped.
+is told so instead of waiting for a reply that never comes. Blank lines are skipped. A line refused
+only for lone surrogate escapes (half an emoji) is read with U+FFFD in their place and served
+(:func:`with_lone_surrogates_replaced`, :mod:`graph_memory.surrogates`).
 """
 
 from __future__ import annotations
@@ -29,10 +31,12 @@ from mcp_types import (
     JSONRPCNotification,
     JSONRPCRequest,
     JSONRPCResponse,
+    jsonrpc_message_adapter,
 )
 from pydantic import ValidationError
 
 from graph_memory.logs import get_logger
+from graph_memory.surrogates import log_replaced, repair_json_text
 
 # How long, at end of input, the server waits for the replies of requests still in flight.
 DRAIN_SECONDS = 30.0
@@ -137,6 +141,8 @@ class DrainingReadStream(_StreamWrapper):
                     log.warning("replies_dropped_at_end_of_input", requests=len(self._in_flight))
                 raise
             if isinstance(item, ValidationError):
+                item = with_lone_surrogates_replaced(item)
+            if isinstance(item, ValidationError):
                 reply = invalid_message_reply(item)
                 if reply is not None:
                     await self._reply(reply)
@@ -163,6 +169,28 @@ class ObservedWriteStream(_StreamWrapper):
         await self._inner.send(item)
         self._in_flight.sent(item)
 
+
+
+def with_lone_surrogates_replaced(error: ValidationError) -> SessionMessage | ValidationError:
+    """The message of a line the SDK refused only because it holds lone surrogate escapes
+    (``"hi \\ud83d"``, a client that cut an emoji in half), read with each replaced by U+FFFD
+    and logged (see :mod:`graph_memory.surrogates`); else the error to answer: the SDK's own, or
+    the one of the repaired line when that is still not a message (a -32600 with its id).
+
+    Only lines the SDK already refused come here, so well-formed lines cost nothing more."""
+    line = next((fault["input"] for fault in error.errors()
+                 if fault["type"] == "json_invalid" and isinstance(fault.get("input"), str)), None)
+    if line is None:
+        return error
+    repaired, replaced = repair_json_text(line)
+    if not replaced:
+        return error
+    try:
+        message = jsonrpc_message_adapter.validate_json(repaired, by_name=False)
+    except ValidationError as still_invalid:
+        return still_invalid
+    log_replaced("stdio", line, replaced)
+    return SessionMessage(message)
 
 
 def invalid_message_reply(error: ValidationError) -> SessionMessage | None:

@@ -265,7 +265,10 @@ def _text(value: str, limit: int, what: str, setting: str) -> None:
 
 
 def _unicode(value: str, what: str) -> None:
-    """Raises InvalidInput when ``value`` cannot be stored or searched: not encodable as UTF-8."""
+    """Raises InvalidInput when ``value`` cannot be stored or searched: not encodable as UTF-8.
+
+    Over stdio and HTTP a lone surrogate never gets here (the transports read it as U+FFFD, see
+    :mod:`graph_memory.surrogates`); only an in-process Python caller can pass one."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
