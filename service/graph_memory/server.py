@@ -11,6 +11,10 @@ handshake-era sessions that sent ``resources/subscribe`` (kept in :class:`Subscr
 processes commit to the same file reach them too: while anyone is subscribed,
 :class:`ExternalChanges` looks at SQLite's ``PRAGMA data_version`` every
 :data:`EXTERNAL_CHANGE_POLL_SECONDS`.
+
+Logs: one ``tool_call`` line per call — at ``info`` for tools that may write (tool, counts of
+what changed, milliseconds), at ``debug`` for reads (tool, result counts, milliseconds). Names and
+observation text never appear at ``info``.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -251,6 +256,14 @@ class _CountingBus(InMemorySubscriptionBus):
         return counted_unsubscribe
 
 
+def _counts(outcome: Outcome) -> dict[str, int]:
+    """The counts a ``tool_call`` log line carries: the tool's own, else the sizes of the lists
+    in its structured result (e.g. ``entities=3 relations=2`` for a read)."""
+    if outcome.counts:
+        return outcome.counts
+    return {key: len(value) for key, value in outcome.structured.items() if isinstance(value, list)}
+
+
 def _error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
 
@@ -260,6 +273,11 @@ def _error(message: str) -> types.CallToolResult:
 # official Python client validates each structured result ~18 % faster (issue 6). Our schemas
 # use no keyword whose meaning differs between the two.
 SCHEMA_DIALECT = "http://json-schema.org/draft-07/schema#"
+
+
+def _ms(started: float) -> float:
+    """Milliseconds since ``started`` (a ``time.perf_counter()``), rounded to 0.1 ms."""
+    return round((time.perf_counter() - started) * 1000, 1)
 
 
 def _dialect(schema: dict[str, Any]) -> dict[str, Any]:
@@ -314,15 +332,21 @@ def build_server(memory: Memory, *, extra_tools: tuple[ToolSpec, ...] = ()) -> S
         spec = specs.get(params.name)
         if spec is None:
             return _error(f"Unknown tool: {params.name}. Available tools: {', '.join(specs)}")
+        writes = not spec.annotations["readOnlyHint"]
+        started = time.perf_counter()
         try:
             outcome: Outcome = spec.run(memory, params.arguments or {})
         except GraphError as exc:
-            log.info("tool_refused", tool=spec.name, error=str(exc)[:500])
+            # The message may quote names and observations: only its kind at info.
+            (log.info if writes else log.debug)("tool_refused", tool=spec.name, error=type(exc).__name__,
+                                                ms=_ms(started))
+            log.debug("tool_refused_detail", tool=spec.name, error=str(exc)[:500])
             return _error(str(exc))
         except Exception:
             log.exception("tool_failed", tool=spec.name)
             return _error(f"{spec.name} failed with an internal error; nothing was written. "
                           f"The server log has the details.")
+        (log.info if writes else log.debug)("tool_call", tool=spec.name, **_counts(outcome), ms=_ms(started))
         idle_catch_up.after_call(outcome.changed)
         if outcome.changed:
             await graph_changed()
