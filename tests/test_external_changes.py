@@ -161,3 +161,15 @@ async def test_http_subscribers_of_both_generations_hear_of_another_connections_
                     event = await sub.__aiter__().__anext__()
                 assert event.uri == URI
                 await inbox.wait_for(1)
+
+
+async def test_looking_ends_quietly_when_the_store_is_closed(server: Any, store: Store) -> None:
+    external = server.external_changes
+    async with Client(server) as watcher, watcher.listen(resource_subscriptions=[URI]):
+        with anyio.fail_after(NOTICED_WITHIN):
+            while external._handle is None:
+                await anyio.sleep(0.02)
+        store.close()  # as the server does when it stops
+        with anyio.fail_after(NOTICED_WITHIN):
+            while external._handle is not None:
+                await anyio.sleep(0.05)

@@ -193,9 +193,11 @@ class ExternalChanges:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # not on an asyncio loop: no polling (tool calls still notify)
             return
-        self._version = self._data_version()
-        if self._version is not None:
-            self._handle = loop.call_later(self.interval, self.look)
+        try:
+            self._version = self._data_version()
+        except apsw.Error:  # e.g. busy during another process's WAL recovery: the first look sets it
+            self._version = None
+        self._handle = loop.call_later(self.interval, self.look)
 
     def cancel(self) -> None:
         """Stop looking (a later :meth:`start` resumes)."""
@@ -205,14 +207,21 @@ class ExternalChanges:
 
     def look(self) -> None:
         """One look: notify when another connection committed since the last, then look again
-        later while anyone is subscribed."""
+        later while anyone is subscribed. A store that cannot answer now (busy) is asked again
+        at the next look; a closed one (the server stops) ends the looking."""
         self._handle = None
         if not self.watching():
             return
-        version = self._data_version()
-        if version is None:
+        try:
+            version: int | None = self._data_version()
+        except apsw.ConnectionClosedError:
             return
-        if version != self._version:
+        except apsw.Error as exc:
+            log.debug("external_change_look_failed", error=str(exc)[:200])
+            version = self._version
+        if self._version is None:
+            self._version = version
+        elif version != self._version:
             self._version = version
             log.debug("external_change_noticed", data_version=version)
             task = asyncio.get_running_loop().create_task(self.changed())
@@ -220,15 +229,10 @@ class ExternalChanges:
             task.add_done_callback(self._tasks.discard)
         self._handle = asyncio.get_running_loop().call_later(self.interval, self.look)
 
-    def _data_version(self) -> int | None:
-        """The connection's data_version; None (logged) when the store cannot answer, e.g. it
-        was closed while the server stops."""
-        try:
-            rows = self.store.conn.execute("PRAGMA data_version").fetchall()
-            return int(rows[0][0])  # type: ignore[arg-type]
-        except apsw.Error as exc:
-            log.debug("external_change_look_failed", error=str(exc)[:200])
-            return None
+    def _data_version(self) -> int:
+        """``PRAGMA data_version`` of the store's connection (raises apsw errors)."""
+        rows = self.store.conn.execute("PRAGMA data_version").fetchall()
+        return int(rows[0][0])  # type: ignore[arg-type]
 
 
 class _CountingBus(InMemorySubscriptionBus):
