@@ -265,10 +265,20 @@ async def _serve_stdio(server: object, on_signal: Callable[[], None]) -> None:
                     os._exit(EXIT_OK)
 
         tasks.start_soon(stop_on_signal)
+        _say_waiting_on_a_terminal()
         async with stdio_server() as streams:
             read_stream, write_stream = answering_every_request(*streams)
             await server.run(read_stream, write_stream, server.create_initialization_options())  # type: ignore[attr-defined]
         tasks.cancel_scope.cancel()
+
+
+def _say_waiting_on_a_terminal() -> None:
+    """When stdin is a terminal (someone ran ``graph-memory`` by hand), say on stderr what the
+    silence means and how to quit; an MCP client starting the server sees nothing of it."""
+    if sys.stdin.isatty():
+        print("graph-memory is waiting for an MCP client on stdin (it speaks JSON-RPC, one message per "
+              "line); configure your MCP client to start it, or use --transport http. "
+              "Quit with Ctrl-D or Ctrl-C.", file=sys.stderr, flush=True)
 
 
 def _http_ready_problem(settings: Settings) -> str | None:

@@ -519,6 +519,7 @@ class GracefulServer(uvicorn.Server):
         self._front = front
         self._on_shutdown = on_shutdown
         self._end_sse_streams: Callable[[], None] = lambda: None
+        self.token_required = False  # said in the http_listening line
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -542,7 +543,9 @@ class GracefulServer(uvicorn.Server):
         await super().startup(sockets)
         if self.started:
             bound = [sock.getsockname()[:2] for srv in self.servers for sock in (srv.sockets or ())]
-            log.info("http_listening", addresses=[f"{h}:{p}" for h, p in bound], path=MCP_PATH)
+            log.info("http_listening", addresses=[f"{h}:{p}" for h, p in bound], path=MCP_PATH,
+                     url=client_url(*bound[0]) if bound else None,
+                     auth="a bearer token (MEMORY_HTTP_TOKEN) is required" if self.token_required else "none")
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         front = self._front
@@ -569,6 +572,13 @@ class GracefulServer(uvicorn.Server):
             await asyncio.sleep(0.02)
 
 
+def client_url(host: str, port: int) -> str:
+    """The URL a client on this machine pastes for the bound ``host:port``: ``http://HOST:PORT/mcp``,
+    IPv6 in brackets, a wildcard bind (0.0.0.0, ::) as its loopback address."""
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}{MCP_PATH}"
+
+
 def build_uvicorn(app: ASGIApp, settings: Settings, *, on_shutdown: Callable[[], None] = lambda: None
                   ) -> GracefulServer:
     """A uvicorn server for ``app`` on ``settings.http_host:http_port``: logging left to our
@@ -590,7 +600,9 @@ def build_uvicorn(app: ASGIApp, settings: Settings, *, on_shutdown: Callable[[],
         timeout_graceful_shutdown=STREAM_CLOSE_SECONDS,
     )
     front = app if isinstance(app, AccessLog) else None
-    return GracefulServer(config, front, on_shutdown)
+    server = GracefulServer(config, front, on_shutdown)
+    server.token_required = _token(settings) is not None
+    return server
 
 
 def serve_http(server: Any, store: Store, settings: Settings) -> None:

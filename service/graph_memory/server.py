@@ -7,7 +7,14 @@ result is built once, with no second validation layer on the hot path. Tool adap
 Notifications: after a call that changed the graph, ``notifications/resources/updated`` for
 ``memory://knowledge-graph`` goes to every subscribed session of both protocol generations —
 handshake-era sessions that sent ``resources/subscribe`` (kept in :class:`Subscribers`), and
-2026-07-28 ``subscriptions/listen`` streams (through the SDK's subscription bus).
+2026-07-28 ``subscriptions/listen`` streams (through the SDK's subscription bus). Changes other
+processes commit to the same file reach them too: while anyone is subscribed,
+:class:`ExternalChanges` looks at SQLite's ``PRAGMA data_version`` every
+:data:`EXTERNAL_CHANGE_POLL_SECONDS`.
+
+Logs: one ``tool_call`` line per call — at ``info`` for tools that may write (tool, counts of
+what changed, milliseconds), at ``debug`` for reads (tool, result counts, milliseconds). Names and
+observation text never appear at ``info``.
 """
 
 from __future__ import annotations
@@ -15,13 +22,15 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import time
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import anyio
 import apsw
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated, ServerEvent
 from mcp.shared.exceptions import MCPError
 
 from graph_memory import graph, package_version
@@ -141,6 +150,125 @@ class IdleCatchUp:
         self._schedule(self.poll)
 
 
+# While a session is subscribed, how often the server looks for commits of other processes to the
+# same file (seconds): a subscriber hears of them within about this long. One look is one
+# `PRAGMA data_version`, a few microseconds.
+EXTERNAL_CHANGE_POLL_SECONDS = 0.5
+
+
+class ExternalChanges:
+    """Notices commits other connections (other processes on the same file, a second Store) made,
+    while ``watching()`` is true, and awaits ``changed()`` on the event loop for each look that
+    found some.
+
+    ``PRAGMA data_version`` on the store's own connection changes exactly when another
+    connection committed since the last look; this server's own commits leave it unchanged, so
+    its writes (notified by the tool call itself) and its own index catch-ups are never notified
+    twice. Trade-off: a search-index catch-up committed by *another* process counts as a change
+    (one extra notification, typically half a second after that process's write, and the graph
+    read again is the same): telling it apart exactly needs a change counter kept by triggers on
+    every graph row (a migration, and a row update per row written) or a scan of the graph
+    tables at each foreign commit (~60 ms at 100k entities, on the event loop); a spare
+    notification costs a client one read.
+
+    Runs on the asyncio loop like :class:`IdleCatchUp`, in stdio and HTTP modes alike:
+    :meth:`start` when a subscription begins; the polling stops by itself once ``watching()`` is
+    false, and with the loop.
+    """
+
+    def __init__(self, store: Store, watching: Callable[[], bool], changed: Callable[[], Coroutine[Any, Any, None]],
+                 interval: float = EXTERNAL_CHANGE_POLL_SECONDS) -> None:
+        self.store = store
+        self.watching = watching
+        self.changed = changed
+        self.interval = interval
+        self._version: int | None = None
+        self._handle: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def start(self) -> None:
+        """Start looking (no-op while already looking); the first look's baseline is now."""
+        if self._handle is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not on an asyncio loop: no polling (tool calls still notify)
+            return
+        try:
+            self._version = self._data_version()
+        except apsw.Error:  # e.g. busy during another process's WAL recovery: the first look sets it
+            self._version = None
+        self._handle = loop.call_later(self.interval, self.look)
+
+    def cancel(self) -> None:
+        """Stop looking (a later :meth:`start` resumes)."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def look(self) -> None:
+        """One look: notify when another connection committed since the last, then look again
+        later while anyone is subscribed. A store that cannot answer now (busy) is asked again
+        at the next look; a closed one (the server stops) ends the looking."""
+        self._handle = None
+        if not self.watching():
+            return
+        try:
+            version: int | None = self._data_version()
+        except apsw.ConnectionClosedError:
+            return
+        except apsw.Error as exc:
+            log.debug("external_change_look_failed", error=str(exc)[:200])
+            version = self._version
+        if self._version is None:
+            self._version = version
+        elif version != self._version:
+            self._version = version
+            log.debug("external_change_noticed", data_version=version)
+            task = asyncio.get_running_loop().create_task(self.changed())
+            self._tasks.add(task)  # keep a reference until it is done
+            task.add_done_callback(self._tasks.discard)
+        self._handle = asyncio.get_running_loop().call_later(self.interval, self.look)
+
+    def _data_version(self) -> int:
+        """``PRAGMA data_version`` of the store's connection (raises apsw errors)."""
+        rows = self.store.conn.execute("PRAGMA data_version").fetchall()
+        return int(rows[0][0])  # type: ignore[arg-type]
+
+
+class _CountingBus(InMemorySubscriptionBus):
+    """The SDK's in-process bus, counting its listeners (open ``subscriptions/listen`` streams)
+    and calling ``on_subscribe`` whenever one starts."""
+
+    def __init__(self, on_subscribe: Callable[[], None]) -> None:
+        super().__init__()
+        self.listeners = 0
+        self._on_subscribe = on_subscribe
+
+    def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
+        unsubscribe = super().subscribe(listener)
+        self.listeners += 1
+        done = False
+
+        def counted_unsubscribe() -> None:
+            nonlocal done
+            if not done:
+                done = True
+                self.listeners -= 1
+            unsubscribe()
+
+        self._on_subscribe()
+        return counted_unsubscribe
+
+
+def _counts(outcome: Outcome) -> dict[str, int]:
+    """The counts a ``tool_call`` log line carries: the tool's own, else the sizes of the lists
+    in its structured result (e.g. ``entities=3 relations=2`` for a read)."""
+    if outcome.counts:
+        return outcome.counts
+    return {key: len(value) for key, value in outcome.structured.items() if isinstance(value, list)}
+
+
 def _error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
 
@@ -150,6 +278,11 @@ def _error(message: str) -> types.CallToolResult:
 # official Python client validates each structured result ~18 % faster (issue 6). Our schemas
 # use no keyword whose meaning differs between the two.
 SCHEMA_DIALECT = "http://json-schema.org/draft-07/schema#"
+
+
+def _ms(started: float) -> float:
+    """Milliseconds since ``started`` (a ``time.perf_counter()``), rounded to 0.1 ms."""
+    return round((time.perf_counter() - started) * 1000, 1)
 
 
 def _dialect(schema: dict[str, Any]) -> dict[str, Any]:
@@ -186,12 +319,14 @@ def build_server(memory: Memory, *, extra_tools: tuple[ToolSpec, ...] = ()) -> S
     specs = {spec.name: spec for spec in (*TOOLS, *extra_tools)}
     tool_list = types.ListToolsResult(tools=[_tool(spec) for spec in specs.values()])
     subscribers = Subscribers()
-    bus = InMemorySubscriptionBus()
     idle_catch_up = IdleCatchUp(memory.store)
 
     async def graph_changed() -> None:
         await bus.publish(ResourceUpdated(uri=GRAPH_URI))
         await subscribers.notify(GRAPH_URI)
+
+    external = ExternalChanges(memory.store, lambda: bool(len(subscribers) or bus.listeners), graph_changed)
+    bus = _CountingBus(external.start)
 
     async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
                          ) -> types.ListToolsResult:
@@ -202,15 +337,21 @@ def build_server(memory: Memory, *, extra_tools: tuple[ToolSpec, ...] = ()) -> S
         spec = specs.get(params.name)
         if spec is None:
             return _error(f"Unknown tool: {params.name}. Available tools: {', '.join(specs)}")
+        writes = not spec.annotations["readOnlyHint"]
+        started = time.perf_counter()
         try:
             outcome: Outcome = spec.run(memory, params.arguments or {})
         except GraphError as exc:
-            log.info("tool_refused", tool=spec.name, error=str(exc)[:500])
+            # The message may quote names and observations: only its kind at info.
+            (log.info if writes else log.debug)("tool_refused", tool=spec.name, error=type(exc).__name__,
+                                                ms=_ms(started))
+            log.debug("tool_refused_detail", tool=spec.name, error=str(exc)[:500])
             return _error(str(exc))
         except Exception:
             log.exception("tool_failed", tool=spec.name)
             return _error(f"{spec.name} failed with an internal error; nothing was written. "
                           f"The server log has the details.")
+        (log.info if writes else log.debug)("tool_call", tool=spec.name, **_counts(outcome), ms=_ms(started))
         idle_catch_up.after_call(outcome.changed)
         if outcome.changed:
             await graph_changed()
@@ -248,6 +389,7 @@ def build_server(memory: Memory, *, extra_tools: tuple[ToolSpec, ...] = ()) -> S
     async def subscribe(ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
                         ) -> types.EmptyResult:
         subscribers.add(ctx.session, str(params.uri))
+        external.start()
         return types.EmptyResult()
 
     async def unsubscribe(ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
@@ -275,5 +417,6 @@ def build_server(memory: Memory, *, extra_tools: tuple[ToolSpec, ...] = ()) -> S
     server.middleware.append(explain_invalid_params)
     server.graph_subscribers = subscribers  # type: ignore[attr-defined]  # for tests and HTTP mode
     server.idle_catch_up = idle_catch_up  # type: ignore[attr-defined]  # for tests
+    server.external_changes = external  # type: ignore[attr-defined]  # for tests
     server.graph_listen = listen  # type: ignore[attr-defined]  # HTTP mode closes open listen streams on shutdown
     return server

@@ -9,7 +9,7 @@ transaction, and shape the result; they hold no SQL.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -300,11 +300,14 @@ def _run_adding(app: Memory, observations: int, operation: Callable[[Any], Any])
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """A tool's result: ``structured`` (the structuredContent object), ``text`` (the payload of
-    the one text item), ``changed`` (whether the graph changed: subscribers are notified)."""
+    the one text item), ``changed`` (whether the graph changed: subscribers are notified),
+    ``counts`` (what changed, e.g. ``{"entities_created": 2, "observations_added": 5}``, for the
+    server's log line; empty: the sizes of the lists in ``structured``)."""
 
     structured: dict[str, Any]
     text: Any
     changed: bool = False
+    counts: dict[str, int] = field(default_factory=dict)
 
     def render(self) -> str:
         """The text content: ``json.dumps(text, indent=2, ensure_ascii=False)`` (same string, faster)."""
@@ -366,7 +369,9 @@ def _create_entities(app: Memory, arguments: dict[str, Any]) -> Outcome:
     entities = app.entities(args.entities)
     created = app.store.run_write(lambda conn: graph.create_entities(conn, entities))
     payload = [e.to_dict() for e in created]
-    return Outcome({"entities": payload}, payload, bool(created))
+    return Outcome({"entities": payload}, payload, bool(created), {
+        "entities_created": len(created), "entities_skipped": len(entities) - len(created),
+        "observations_added": sum(len(e.observations) for e in created)})
 
 
 def _create_relations(app: Memory, arguments: dict[str, Any]) -> Outcome:
@@ -374,7 +379,8 @@ def _create_relations(app: Memory, arguments: dict[str, Any]) -> Outcome:
     relations = app.relations(args.relations)
     created = app.store.run_write(lambda conn: graph.create_relations(conn, relations))
     payload = [r.to_dict() for r in created]
-    return Outcome({"relations": payload}, payload, bool(created))
+    return Outcome({"relations": payload}, payload, bool(created),
+                   {"relations_created": len(created), "relations_skipped": len(relations) - len(created)})
 
 
 def _add_observations(app: Memory, arguments: dict[str, Any]) -> Outcome:
@@ -386,7 +392,10 @@ def _add_observations(app: Memory, arguments: dict[str, Any]) -> Outcome:
     results = _run_adding(app, sum(len(contents) for _, contents in items),
                           lambda conn: graph.add_observations(conn, items))
     payload = [r.to_dict() for r in results]
-    return Outcome({"results": payload}, payload, any(r.added for r in results))
+    added = sum(len(r.added) for r in results)
+    return Outcome({"results": payload}, payload, bool(added), {
+        "observations_added": added, "observations_skipped": sum(len(c) for _, c in items) - added,
+        "entities": len(results)})
 
 
 def _delete_entities(app: Memory, arguments: dict[str, Any]) -> Outcome:
@@ -396,7 +405,9 @@ def _delete_entities(app: Memory, arguments: dict[str, Any]) -> Outcome:
         app.limits.name(name, f"entityNames.{i}")
     result = app.store.run_write(lambda conn: graph.delete_entities(conn, args.entityNames))
     payload = result.to_dict()
-    return Outcome(payload, payload, result.changed)
+    return Outcome(payload, payload, result.changed, {
+        "entities_deleted": len(result.deleted), "entities_not_found": len(result.not_found),
+        "relations_deleted": result.relations_deleted})
 
 
 def _delete_observations(app: Memory, arguments: dict[str, Any]) -> Outcome:
@@ -407,7 +418,10 @@ def _delete_observations(app: Memory, arguments: dict[str, Any]) -> Outcome:
     items = [(d.entityName, d.observations) for d in args.deletions]
     result = app.store.run_write(lambda conn: graph.delete_observations(conn, items))
     payload = result.to_dict()
-    return Outcome(payload, payload, result.changed)
+    deleted = sum(len(r.deleted) for r in result.results)
+    return Outcome(payload, payload, result.changed, {
+        "observations_deleted": deleted, "observations_not_found": sum(len(o) for _, o in items) - deleted,
+        "entities_not_found": sum(1 for r in result.results if not r.found)})
 
 
 def _delete_relations(app: Memory, arguments: dict[str, Any]) -> Outcome:
@@ -415,7 +429,8 @@ def _delete_relations(app: Memory, arguments: dict[str, Any]) -> Outcome:
     relations = app.relations(args.relations)
     result = app.store.run_write(lambda conn: graph.delete_relations(conn, relations))
     payload = result.to_dict()
-    return Outcome(payload, payload, result.changed)
+    return Outcome(payload, payload, result.changed, {
+        "relations_deleted": len(result.deleted), "relations_not_found": len(relations) - len(result.deleted)})
 
 
 def _update_observations(app: Memory, arguments: dict[str, Any]) -> Outcome:
@@ -428,7 +443,8 @@ def _update_observations(app: Memory, arguments: dict[str, Any]) -> Outcome:
     updates = [graph.ObservationUpdate(u.entityName, u.match, u.replacement) for u in args.updates]
     results = app.store.run_write(lambda conn: graph.update_observations(conn, updates))
     payload = {"results": results}
-    return Outcome(payload, payload, bool(results))
+    return Outcome(payload, payload, bool(results),
+                   {"observations_updated": sum(len(r["updatedObservations"]) for r in results)})
 
 
 def _update_relations(app: Memory, arguments: dict[str, Any]) -> Outcome:
@@ -437,7 +453,9 @@ def _update_relations(app: Memory, arguments: dict[str, Any]) -> Outcome:
     items = [(r, r.weight) for r in relations]
     changes = app.store.run_write(lambda conn: graph.update_relation_weights(conn, items))
     payload = {"results": [c.to_dict() for c in changes]}
-    return Outcome(payload, payload, any(c.relation.weight != c.previous for c in changes))
+    changed = sum(1 for c in changes if c.relation.weight != c.previous)
+    return Outcome(payload, payload, bool(changed),
+                   {"relations_weighed": len(changes), "relation_weights_changed": changed})
 
 
 def _graph_outcome(result: GraphSlice) -> Outcome:

@@ -474,7 +474,8 @@ def _add(schema: TypeSchema, tool: str) -> Callable[[Memory, dict[str, Any]], Ou
 
         created, made = app.store.run_write(write)
         payload = {"entity": created.to_dict(), "createdRelations": [r.to_dict() for r in made]}
-        return Outcome(payload, payload, True)
+        return Outcome(payload, payload, True, {"entities_created": 1, "observations_added": len(created.observations),
+                                                "relations_created": len(made)})
     return run
 
 
@@ -511,7 +512,12 @@ def _update(schema: TypeSchema, tool: str) -> Callable[[Memory, dict[str, Any]],
             return {"entity": entity.to_dict(), **out}, changed
 
         payload, changed = app.store.run_write(write)
-        return Outcome(payload, payload, changed)
+        counts = {"observations_updated": len(payload["updatedObservations"]),
+                  "observations_added": len(payload["addedObservations"]),
+                  "observations_deleted": len(payload["deletedObservations"]),
+                  "relations_created": len(payload["createdRelations"]),
+                  "relations_deleted": len(payload["deletedRelations"])}
+        return Outcome(payload, payload, changed, counts)
     return run
 
 
@@ -536,7 +542,8 @@ def _delete(schema: TypeSchema, tool: str) -> Callable[[Memory, dict[str, Any]],
                     "deletedEntities": [name], "deletedRelations": [r.to_dict() for r in snapshot.relations]}
 
         payload = app.store.run_write(write)
-        return Outcome(payload, payload, True)
+        return Outcome(payload, payload, True,
+                       {"entities_deleted": 1, "relations_deleted": len(payload["deletedRelations"])})
     return run
 
 
