@@ -386,9 +386,9 @@ def test_backup_destination_is_refused_when_a_file_appears_meanwhile(db_path: Pa
     dest = tmp_path / "copy.db"
     real_verify = backup._verify
 
-    def slow_verify(tmp: Path, target: Path) -> Any:
+    def slow_verify(tmp: Path, target: Path, *rest: Any) -> Any:
         target.write_bytes(b"someone else's")
-        return real_verify(tmp, target)
+        return real_verify(tmp, target, *rest)
 
     monkeypatch.setattr(backup, "_verify", slow_verify)
     with pytest.raises(GraphError, match="already exists"):
