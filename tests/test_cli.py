@@ -121,6 +121,8 @@ def test_stats_json_has_counts_by_type_size_and_version(db_path: Path, capsys: p
         "relations": 4,
         "relations_by_type": {"knows": 2, "fears": 1, "lives_in": 1},
         "dangling_relations": 1,
+        "legacy_imports": [],               # seed's import had no file to record
+        "legacy_first_start_pending": None,  # any import settles the first start
     }
 
 
