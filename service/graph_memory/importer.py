@@ -452,13 +452,15 @@ def first_start_import(store: Store, candidates: list[Path], *,
     Returns:
         The report of a first-start import, else None.
 
-    The comparison and the settling without a file are best effort: when they fail (a damaged or
-    locked database) they log a warning and the server starts all the same.
+    Only the import can stop a start: the baseline, the comparison and the settling without a
+    file are best effort (when they fail, e.g. on an unreadable file or a damaged or locked
+    database, they log a warning, the server starts all the same and an owed duty stays owed).
 
     Raises:
         LegacyFormatError: the legacy file to import cannot be read or has a bad line; the
             database stays as it was (empty) and the legacy file untouched.
-        StoreError: the database cannot be read or written for an owed import or baseline.
+        StoreError: with a legacy file present, the database cannot be read, or written for an
+            owed import.
     """
     legacy_path = next((p for p in candidates if p.is_file()), None)
     if legacy_path is None:
@@ -472,10 +474,14 @@ def first_start_import(store: Store, candidates: list[Path], *,
             log.warning("legacy_file_not_checked", path=str(legacy_path), database=str(store.path),
                         error=str(exc)[:500])
         return None
-    state = FileState.of(legacy_path)
     if action == "baseline":
-        _record_baseline(store, state)
+        try:
+            _record_baseline(store, FileState.of(legacy_path))
+        except GraphError as exc:  # e.g. an unreadable file: the next start tries again
+            log.warning("legacy_file_not_checked", path=str(legacy_path), database=str(store.path),
+                        error=str(exc)[:500])
         return None
+    state = FileState.of(legacy_path)
     log.info("legacy_import_started", path=state.path, database=str(store.path), bytes=state.size_bytes)
     legacy = read_legacy(legacy_path)
     report = _load(store, legacy, source=str(legacy_path), progress=progress, first_start=True, record=state)
