@@ -122,6 +122,8 @@ def test_stats_json_has_counts_by_type_size_and_version(db_path: Path, capsys: p
         "relations": 4,
         "relations_by_type": {"knows": 2, "fears": 1, "lives_in": 1},
         "dangling_relations": 1,
+        "legacy_imports": [],               # seed's import had no file to record
+        "legacy_first_start_pending": None,  # any import settles the first start
     }
 
 
@@ -423,9 +425,9 @@ def test_backup_destination_is_refused_when_a_file_appears_meanwhile(db_path: Pa
     dest = tmp_path / "copy.db"
     real_verify = backup._verify
 
-    def slow_verify(tmp: Path, target: Path) -> Any:
+    def slow_verify(tmp: Path, target: Path, *rest: Any) -> Any:
         target.write_bytes(b"someone else's")
-        return real_verify(tmp, target)
+        return real_verify(tmp, target, *rest)
 
     monkeypatch.setattr(backup, "_verify", slow_verify)
     with pytest.raises(GraphError, match="already exists"):

@@ -1,6 +1,7 @@
-"""First start: an empty database imports the legacy file beside it (or the one MEMORY_FILE_PATH
+"""First start: a new database imports the legacy file beside it (or the one MEMORY_FILE_PATH
 names), reports like ``graph-memory import``, never imports twice, never touches the legacy file,
-and refuses a bad line with its number, leaving the database empty.
+and refuses a bad line with its number, leaving the database empty. (Records, upgrades, changed
+files and deletions that must stay deleted: test_import_records.py.)
 """
 
 from __future__ import annotations

@@ -149,3 +149,35 @@ def test_new_database_files_are_private_to_their_owner(db_path: Path) -> None:
         mode = stat.S_IMODE(db_path.with_name(db_path.name + suffix).stat().st_mode)
         assert mode == 0o600, (suffix, oct(mode))
     store.close()
+
+
+def test_a_new_database_is_created_in_one_transaction_or_not_at_all(db_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    good = migrations.load_migrations()
+    broken = migrations.Migration(len(good) + 1, f"{len(good) + 1:04d}_broken", "SELECT no_such_function();", "c")
+    monkeypatch.setattr(migrations, "load_migrations", lambda: [*good, broken])
+    conn = apsw.Connection(str(db_path))
+    with pytest.raises(MigrationError, match="_broken failed"):
+        migrations.migrate(conn, str(db_path))
+    assert conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0] == 0  # not half created
+    conn.close()
+
+
+def test_only_a_new_database_owes_a_first_start_import(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = Store.open(db_path)
+    assert store.conn.execute("SELECT count(*) FROM sqlite_temp_schema").fetchone()[0] == 0  # context dropped
+    store.close()
+    conn = apsw.Connection(str(db_path))
+    assert conn.execute("SELECT action FROM legacy_first_start").fetchall() == [("import",)]
+    assert conn.execute("SELECT count(*) FROM legacy_imports").fetchone()[0] == 0
+    conn.close()
+    old = db_path.with_name("old.db")
+    known = migrations.load_migrations()
+    with monkeypatch.context() as patch:
+        patch.setattr(migrations, "load_migrations", lambda: known[:3])
+        Store.open(old).close()  # a database of the previous version (schema 3)
+    Store.open(old).close()  # the upgrade to 0004
+    conn = apsw.Connection(str(old))
+    assert conn.execute("SELECT action FROM legacy_first_start").fetchall() == [("baseline",)]
+    assert conn.execute("SELECT kind, path FROM legacy_imports").fetchall() == [("upgrade", None)]
+    conn.close()

@@ -24,6 +24,7 @@ from typing import Any
 import apsw
 
 from graph_memory.errors import GraphError, StoreError
+from graph_memory.hints import graph_memory_command, shell_quote
 from graph_memory.importer import fsync_directory
 from graph_memory.paths import check_database_path
 from graph_memory.store import Store, integrity_problems
@@ -178,7 +179,7 @@ def backup_database(source: str | os.PathLike[str], dest: str | os.PathLike[str]
     tmp = Path(tmp_name)
     try:
         pages, restarts = _copy(src_path, tmp, busy_timeout_ms, pages_per_step, progress)
-        version, counts = _verify(tmp, target)
+        version, counts = _verify(tmp, target, src_path)
         os.chmod(tmp, src_path.stat().st_mode & 0o777)
         _fsync(tmp)
         _publish(tmp, target, force)
@@ -229,15 +230,16 @@ def _copy(src_path: Path, tmp: Path, busy_timeout_ms: int, pages_per_step: int,
     return pages, restarts
 
 
-def _verify(tmp: Path, target: Path) -> tuple[int, GraphCounts]:
-    """Integrity-check the copy; returns its schema version and counts."""
+def _verify(tmp: Path, target: Path, source: Path) -> tuple[int, GraphCounts]:
+    """Integrity-check the copy of ``source``; returns its schema version and counts."""
     conn = apsw.Connection(str(tmp), flags=apsw.SQLITE_OPEN_READWRITE)
     try:
         problems = integrity_problems(conn)
         if problems:
             raise StoreError(f"the copy for {target} failed its integrity check ({'; '.join(problems[:5])}); "
-                             f"it was deleted and {target} left as it was. Check the source with "
-                             f"'graph-memory stats' and 'sqlite3 <database> \"PRAGMA integrity_check\"'")
+                             f"it was deleted and {target} left as it was. Check the source with: "
+                             f"{graph_memory_command('stats', database=source)}; and: "
+                             f"sqlite3 {shell_quote(source)} 'PRAGMA integrity_check'")
         conn.execute("BEGIN")
         try:
             return schema_version(conn), graph_counts(conn)

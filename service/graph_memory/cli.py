@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graph_memory.errors import GraphError, LegacyFormatError
+from graph_memory.hints import graph_memory_command
 from graph_memory.wording import plural
 
 if TYPE_CHECKING:
@@ -152,7 +153,7 @@ def _open_current(settings: Settings) -> Store:
         state = migrations.status(store.conn, str(store.path))
         if state.pending and state.version > 0:
             raise GraphError(f"database {path} has {len(state.pending)} pending migration(s); "
-                             f"run 'graph-memory migrate' first")
+                             f"first run: {graph_memory_command('migrate', database=path)}")
     except BaseException:
         store.close()
         raise
@@ -189,13 +190,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return_large_buffers_to_the_os()
     settings = _settings(args)
     from graph_memory.discover import log_hint_if_reference_files
-    from graph_memory.importer import first_start_import
+    from graph_memory.importer import first_start_action, first_start_import
     from graph_memory.logs import get_logger
     from graph_memory.store import Store
     from graph_memory.typed import load_typed_tools
 
     log = get_logger("graph_memory.cli")
     typed_tools = load_typed_tools(settings.schemas_dir)   # an invalid schema stops here, before the database
+    # Logged before anything can fail, so that every server_stopped follows its server_starting.
+    log.info("server_starting", transport=settings.transport, database=str(settings.database_path))
     store = Store.open(settings.database_path, busy_timeout_ms=settings.busy_timeout_ms)
 
     def stop() -> None:
@@ -205,20 +208,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log.info("server_stopped", database=str(store.path))
 
     try:
+        new_database = store.run_read(first_start_action) == "import"
         try:
             first_start_import(store, settings.legacy_candidates)
         except LegacyFormatError as exc:
-            raise GraphError(
-                f"{exc}. The database {store.path} was left empty and the legacy file untouched. "
-                f"Fix that line, or import what can be read with: graph-memory import --skip-invalid "
-                f"{exc.path or 'FILE'}"
-            ) from exc
-        log_hint_if_reference_files(store, log)
+            command = graph_memory_command("import", "--skip-invalid", exc.path or "FILE", database=store.path)
+            raise GraphError(f"{exc}. The database {store.path} was left empty and the legacy file untouched. "
+                             f"Fix that line, or import what can be read with: {command}") from exc
+        if new_database:  # only the start that created it: a database emptied on purpose stays quiet
+            log_hint_if_reference_files(store, log)
         from graph_memory.server import build_server
         from graph_memory.tools import Limits, Memory
 
         server = build_server(Memory(store, Limits.from_settings(settings)), extra_tools=typed_tools)
-        log.info("server_starting", transport=settings.transport, database=str(store.path))
+        log.info("server_ready", transport=settings.transport, database=str(store.path))
         if settings.transport == "http":
             from graph_memory.http import serve_http
 
@@ -311,7 +314,8 @@ def cmd_healthcheck(args: argparse.Namespace) -> int:
     finally:
         store.close()
     if state.pending:
-        print(f"unhealthy: {len(state.pending)} migration(s) pending on {store.path}", file=sys.stderr)
+        print(f"unhealthy: {len(state.pending)} migration(s) pending on {store.path}; run: "
+              f"{graph_memory_command('migrate', database=store.path)}", file=sys.stderr)
         return EXIT_ERROR
     if settings.transport == "http":
         problem = _http_ready_problem(settings)
@@ -330,16 +334,20 @@ def cmd_import(args: argparse.Namespace) -> int:
     if args.discover or args.file is None:
         return cmd_discover(args)
     settings = _settings(args)
-    from graph_memory.importer import load_graph, plan_graph
+    from graph_memory.importer import FileState, load_graph, plan_graph
     from graph_memory.legacy import read_legacy
     from graph_memory.store import Store
 
-    # Read the whole file first: a refused file never opens (or creates) the database.
+    # Read the whole file first: a refused file never opens (or creates) the database. Its state
+    # for the import record is taken before (a change meanwhile shows as changed at the next start).
     try:
+        state = None if args.dry_run else FileState.of(args.file)
         legacy = read_legacy(args.file, skip_invalid=args.skip_invalid)
     except LegacyFormatError as exc:
+        skipping = graph_memory_command("import", "--skip-invalid", Path(args.file).absolute(),
+                                        database=settings.database_path)
         hint = "" if args.skip_invalid else (
-            "; fix that line, or pass --skip-invalid to import every other line (the bad ones are listed)")
+            f"; fix that line, or import every other line (the bad ones are listed) with: {skipping}")
         raise GraphError(f"{exc}. Nothing was imported{hint}") from exc
     path = settings.database_path
     if args.dry_run:
@@ -354,7 +362,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         store = Store.open(path, busy_timeout_ms=settings.busy_timeout_ms)
         try:
             with _Bar(len(legacy.entities) + len(legacy.relations), "importing", "item") as bar:
-                report = load_graph(store, legacy, source=args.file, progress=bar)
+                report = load_graph(store, legacy, source=args.file, progress=bar, record=state)
         finally:
             store.close()
     if args.json:
@@ -495,12 +503,15 @@ def cmd_stats(args: argparse.Namespace) -> int:
     settings = _settings(args)
     from graph_memory import migrations
     from graph_memory.backup import database_files, graph_counts
+    from graph_memory.importer import first_start_action, import_records
 
     store = _open_readonly(settings)
     path = store.path
     try:
         state = migrations.status(store.conn, str(path))
         counts = store.run_read(graph_counts)
+        records = store.run_read(import_records)
+        owed = store.run_read(first_start_action)
     finally:
         store.close()
     files = database_files(path)
@@ -511,11 +522,14 @@ def cmd_stats(args: argparse.Namespace) -> int:
         "schema_version": state.version,
         "pending_migrations": [m.name for m in state.pending],
         **counts.to_dict(),
+        "legacy_imports": [r.to_dict() for r in records],
+        "legacy_first_start_pending": owed,
     }
     if args.json:
         print(json.dumps(data, indent=2, ensure_ascii=False))
     else:
         _print_stats(data, counts)
+        _print_import_records(records, owed)
     return EXIT_OK
 
 
@@ -525,7 +539,8 @@ def _print_stats(data: dict[str, Any], counts: GraphCounts) -> None:
     print(f"database:        {data['database']}")
     print(f"size:            {data['size_bytes']} bytes ({_human_size(data['size_bytes'])}; {files})")
     print(f"schema version:  {data['schema_version']}"
-          + (f" ({len(pending)} pending: {', '.join(pending)}; run 'graph-memory migrate')" if pending
+          + (f" ({len(pending)} pending: {', '.join(pending)}; run: "
+             f"{graph_memory_command('migrate', database=data['database'])})" if pending
              else " (up to date)"))
     print(f"entities:        {counts.entities}")
     for kind, n in counts.entities_by_type.items():
@@ -536,6 +551,18 @@ def _print_stats(data: dict[str, Any], counts: GraphCounts) -> None:
              if counts.dangling_relations else ""))
     for kind, n in counts.relations_by_type.items():
         print(f"  {n:>8}  {kind}")
+
+
+def _print_import_records(records: list[Any], owed: str | None) -> None:
+    """The ``legacy imports:`` lines of ``stats`` (records of migration 0004, oldest first)."""
+    lines = [r.describe() for r in records]
+    if owed == "import":
+        lines.append("first start pending: the next start imports the legacy file, if there is one")
+    elif owed == "baseline":
+        lines.append("first start after the upgrade pending: the next start records the legacy file's state")
+    print("legacy imports:  " + (lines[0] if lines else "none recorded"))
+    for line in lines[1:]:
+        print(f"                 {line}")
 
 
 def _human_size(size: float) -> str:

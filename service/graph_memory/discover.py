@@ -34,13 +34,14 @@ import glob
 import json
 import os
 import re
-import shlex
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from graph_memory.hints import graph_memory_command
 from graph_memory.settings import LEGACY_SUFFIXES, NodePackagePlaces
+from graph_memory.wording import plural
 
 if TYPE_CHECKING:
     from structlog.stdlib import BoundLogger
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
     from graph_memory.store import Store
 
 PACKAGE = "@modelcontextprotocol/server-memory"
-DISCOVER_COMMAND = "graph-memory import --discover"
 _PACKAGE_DIST = f"node_modules/{PACKAGE}/dist"
 _GLOBAL_DIST = f"{PACKAGE}/dist"
 # A reference line starts with its type: JSON.stringify keeps the key order {type, name, …}.
@@ -91,7 +91,7 @@ class ReferenceFile:
 
     def import_command(self, database: Path) -> str:
         """The shell command that imports this file into ``database`` (paths shell-quoted)."""
-        return f"graph-memory import {shlex.quote(str(self.path))} --database {shlex.quote(str(database))}"
+        return graph_memory_command("import", self.path, database=database)
 
     def to_dict(self, database: Path) -> dict[str, Any]:
         """JSON-ready: every attribute plus ``import_command``."""
@@ -239,13 +239,13 @@ def render(files: list[ReferenceFile], database: Path, places: list[Place], *, a
         looked = "\n".join(f"  {p.pattern}  ({p.label})" for p in places)
         return (f"No memory file of the reference server ({PACKAGE}) was found. Looked in:\n{looked}\n"
                 f"If you gave the reference server an absolute MEMORY_FILE_PATH, that file is its memory: "
-                f"graph-memory import FILE --database {shlex.quote(str(database))}")
-    out = [f"Found {_count(len(files), 'memory file')} of the reference server ({PACKAGE}), newest first:"]
+                f"{graph_memory_command('import', 'FILE', database=database)}")
+    out = [f"Found {plural(len(files), 'memory file')} of the reference server ({PACKAGE}), newest first:"]
     for f in files:
         version = f", version {f.package_version}" if f.package_version else ""
         out += ["", str(f.path),
-                f"  {f.place}{version}; {f.size_bytes} bytes, modified {f.modified}; {_count(f.lines, 'line')}: "
-                f"{_count(f.entities, 'entity', 'entities')}, {_count(f.relations, 'relation')}"]
+                f"  {f.place}{version}; {f.size_bytes} bytes, modified {f.modified}; {plural(f.lines, 'line')}: "
+                f"{plural(f.entities, 'entity', 'entities')}, {plural(f.relations, 'relation')}"]
         if f.note:
             out.append(f"  note: {f.note}")
         out.append(f"  import it: {f.import_command(database)}")
@@ -254,9 +254,6 @@ def render(files: list[ReferenceFile], database: Path, places: list[Place], *, a
     return "\n".join(out)
 
 
-def _count(n: int, singular: str, plural: str | None = None) -> str:
-    return f"{n} {singular if n == 1 else plural or singular + 's'}"
-
 
 def log_hint_if_reference_files(store: Store, log: BoundLogger) -> None:
     """At start, on a database holding no entity and no relation: one ``info`` line
@@ -264,10 +261,10 @@ def log_hint_if_reference_files(store: Store, log: BoundLogger) -> None:
 
     Never fails the start: a problem while looking is logged at ``debug`` and passed over.
     """
-    from graph_memory.importer import is_empty
+    from graph_memory.graph import is_empty
 
     try:
-        if not is_empty(store):
+        if not store.run_read(is_empty):
             return
         files = find_reference_files(reference_places())
     except Exception as exc:  # a hint must never stop the server
@@ -279,4 +276,4 @@ def log_hint_if_reference_files(store: Store, log: BoundLogger) -> None:
                  relations=newest.relations, other_files=len(files) - 1,
                  hint=f"this database is empty; the reference server's memory is in that file. "
                       f"List every such file with the command importing it: "
-                      f"{DISCOVER_COMMAND} --database {shlex.quote(str(store.path))}")
+                      f"{graph_memory_command('import', '--discover', database=store.path)}")

@@ -119,6 +119,13 @@ def _slice(conn: apsw.Connection, entities: list[Entity]) -> GraphSlice:
     return GraphSlice(entities, relations, neighbors)
 
 
+def is_empty(conn: apsw.Connection) -> bool:
+    """True when the graph holds no entity and no relation (one indexed probe of each table)."""
+    row = conn.execute("SELECT NOT EXISTS (SELECT 1 FROM entities) AND NOT EXISTS (SELECT 1 FROM relations)"
+                       ).fetchone()
+    return bool(row is not None and row[0])
+
+
 def read_graph(conn: apsw.Connection) -> GraphSlice:
     """Every entity and every relation (dangling ones included), in rowid order;
     ``neighbors`` is always empty."""

@@ -6,24 +6,34 @@ only the observations it lacks, existing relation triples are skipped), and a fa
 database exactly as it was. A dry run makes the same decisions with reads only and writes nothing.
 The legacy file itself is only ever read. An export is written to a temporary file beside the
 target and renamed over it once complete, so a failed export never leaves a half-written file.
+
+Every import is recorded in the database (table ``legacy_imports``, migration 0004): the file's
+absolute path, size, sha256 and modification time, the rows it created, when, and how (the first
+start, or ``graph-memory import``). The automatic import happens once, on the start that creates
+the database; later starts only compare the legacy file with its latest record and warn when it
+changed (:func:`first_start_import`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 import apsw
 
 from graph_memory.errors import GraphError
+from graph_memory.hints import graph_memory_command
 from graph_memory.legacy import LegacyGraph, read_legacy, write_legacy
 from graph_memory.logs import get_logger
 from graph_memory.models import Entity, Relation
 from graph_memory.store import Store
+from graph_memory.wording import plural
 
 log = get_logger("graph_memory.importer")
 
@@ -118,8 +128,8 @@ _INSERT_ENTITY = "INSERT INTO entities (name, entity_type) VALUES (?, ?) ON CONF
 _FIND_ENTITY = "SELECT id, entity_type FROM entities WHERE name = ?"
 
 
-class _NotEmpty(Exception):
-    """Raised inside the first-start transaction when another process imported first."""
+class _AlreadyImported(Exception):
+    """Raised inside the first-start transaction when another process did the import first."""
 
 
 def _merge(conn: apsw.Connection, legacy: LegacyGraph, report: ImportReport, *, write: bool,
@@ -186,17 +196,18 @@ def _merge(conn: apsw.Connection, legacy: LegacyGraph, report: ImportReport, *, 
         progress.advance(done % _PROGRESS_EVERY)
 
 
-def _is_empty(conn: apsw.Connection) -> bool:
-    return bool(_scalar(conn, "SELECT NOT EXISTS (SELECT 1 FROM entities) AND NOT EXISTS (SELECT 1 FROM relations)"))
-
-
 def _load(store: Store, legacy: LegacyGraph, *, source: str, progress: Progress | None,
-          require_empty: bool) -> ImportReport | None:
+          first_start: bool = False, record: FileState | None = None) -> ImportReport | None:
+    """The import transaction. With ``first_start`` it runs only while the database still owes
+    its first-start import (which it then clears), else returns None; with ``record`` it writes
+    the import record (kind first_start or import) in the same transaction."""
     def run(conn: apsw.Connection) -> ImportReport:
         # A fresh report per attempt: run_write may retry the whole transaction when busy.
         report = ImportReport.for_graph(legacy, source=source, database=str(store.path), dry_run=False)
-        if require_empty and not _is_empty(conn):
-            raise _NotEmpty
+        # The first-start duty is cleared by whichever import comes first (a manual one included):
+        # after any import, a start never imports on its own.
+        if not _take_first_start(conn, "import") and first_start:
+            raise _AlreadyImported
         if progress:
             progress.phase("importing")
         existing = _scalar(conn, "SELECT count(*) FROM entities")
@@ -208,6 +219,8 @@ def _load(store: Store, legacy: LegacyGraph, *, source: str, progress: Progress 
                     progress.phase("indexing")
         else:  # a small file into a large database: the triggers keep the index in sync
             _merge(conn, legacy, report, write=True, progress=progress)
+        if record is not None:
+            _insert_record(conn, "first_start" if first_start else "import", record, report)
         return report
 
     # A larger page cache for the one big transaction: fewer dirty pages spilled to the WAL early.
@@ -215,14 +228,19 @@ def _load(store: Store, legacy: LegacyGraph, *, source: str, progress: Progress 
     store.conn.execute(f"PRAGMA cache_size = {_IMPORT_CACHE_KIB:d}")
     try:
         return store.run_write(run)
-    except _NotEmpty:
+    except _AlreadyImported:
         return None
     finally:
         store.conn.execute(f"PRAGMA cache_size = {int(previous):d}")
 
 
-def load_graph(store: Store, legacy: LegacyGraph, *, source: str, progress: Progress | None = None) -> ImportReport:
+def load_graph(store: Store, legacy: LegacyGraph, *, source: str, progress: Progress | None = None,
+               record: FileState | None = None) -> ImportReport:
     """Merge ``legacy`` into ``store`` in one write transaction.
+
+    With ``record`` (the file's state, taken before it was read) the same transaction records the
+    import in ``legacy_imports`` as kind ``import``. Any import also clears a first-start import
+    the database still owes, so no start imports on its own after it.
 
     Entities are created in file order; an entity that exists keeps its type and gains only the
     observations it lacks (appended in file order); relations are inserted as stored (also those
@@ -233,7 +251,7 @@ def load_graph(store: Store, legacy: LegacyGraph, *, source: str, progress: Prog
     Raises:
         StoreError: the database could not be written (nothing was).
     """
-    report = _load(store, legacy, source=source, progress=progress, require_empty=False)
+    report = _load(store, legacy, source=source, progress=progress, record=record)
     assert report is not None
     return report
 
@@ -263,53 +281,290 @@ def plan_graph(store: Store | None, legacy: LegacyGraph, *, source: str, databas
 
 def import_file(store: Store, path: str | os.PathLike[str], *, skip_invalid: bool = False, dry_run: bool = False,
                 progress: Progress | None = None) -> ImportReport:
-    """Read ``path`` with the legacy reader, then :func:`load_graph` it (or :func:`plan_graph`
-    it for a dry run).
+    """Read ``path`` with the legacy reader, then :func:`load_graph` it, recorded as kind
+    ``import`` (or :func:`plan_graph` it for a dry run, which records nothing).
 
     Raises:
         LegacyFormatError: the file cannot be imported as it is (nothing was written).
         StoreError: the database could not be written (nothing was).
     """
+    state = None if dry_run else FileState.of(path)
     legacy = read_legacy(path, skip_invalid=skip_invalid)
     if dry_run:
         return plan_graph(store, legacy, source=os.fspath(path))
-    return load_graph(store, legacy, source=os.fspath(path), progress=progress)
+    return load_graph(store, legacy, source=os.fspath(path), progress=progress, record=state)
 
 
-def is_empty(store: Store) -> bool:
-    """True when the database holds no entity and no relation."""
-    return store.run_read(_is_empty)
+# -- records of imports, and the first start -----------------------------------------------------
+
+_HASH_CHUNK = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class FileState:
+    """A legacy file as it is on disk: absolute ``path``, ``size_bytes``, ``sha256`` (hex) and
+    ``mtime_ns`` (modification time, nanoseconds since the epoch)."""
+
+    path: str
+    size_bytes: int
+    sha256: str
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, path: str | os.PathLike[str]) -> FileState:
+        """Stat and hash ``path`` (read once, in 1 MiB chunks).
+
+        Taken *before* an import reads the file: a change between the two makes the record differ
+        from the file, so the next start warns (and a merge of an unchanged file adds nothing).
+
+        Raises:
+            LegacyFormatError: the file cannot be read.
+        """
+        from graph_memory.errors import LegacyFormatError
+
+        name = str(Path(path).absolute())
+        digest = hashlib.sha256()
+        try:
+            with open(name, "rb") as handle:
+                stat = os.fstat(handle.fileno())
+                while chunk := handle.read(_HASH_CHUNK):
+                    digest.update(chunk)
+        except OSError as exc:
+            raise LegacyFormatError(f"cannot read the file: {exc.strerror or exc}", path=name) from exc
+        return cls(name, stat.st_size, digest.hexdigest(), stat.st_mtime_ns)
+
+    @property
+    def mtime(self) -> str:
+        """The modification time as ISO 8601 UTC (microseconds)."""
+        return _iso(self.mtime_ns)
+
+
+def _iso(ns: int) -> str:
+    return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True, slots=True)
+class ImportRecord:
+    """One row of ``legacy_imports`` (migration 0004). ``kind``: ``first_start`` (imported by
+    the start that created the database), ``import`` (the import command, not a dry run),
+    ``upgrade`` (the database predates these records: created before schema 4) or ``baseline``
+    (the legacy file as the first start after that upgrade found it; not imported by this
+    version). File fields are None for ``upgrade``; counts (rows the import created) are None for
+    ``upgrade`` and ``baseline``. Times are ISO 8601 UTC."""
+
+    kind: str
+    path: str | None
+    size_bytes: int | None
+    sha256: str | None
+    mtime: str | None
+    mtime_ns: int | None
+    entities: int | None
+    observations: int | None
+    relations: int | None
+    recorded_at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field (``mtime_ns`` left out: ``mtime`` says it)."""
+        return {"kind": self.kind, "path": self.path, "size_bytes": self.size_bytes, "sha256": self.sha256,
+                "mtime": self.mtime, "entities": self.entities, "observations": self.observations,
+                "relations": self.relations, "recorded_at": self.recorded_at}
+
+    def describe(self) -> str:
+        """One line for people (``graph-memory stats``)."""
+        if self.kind == "upgrade":
+            return (f"{self.recorded_at} upgrade: the database predates import records (created by "
+                    f"graph-memory before schema 4); whether it imported a legacy file then is unknown")
+        file = f"{self.path} ({plural(self.size_bytes or 0, 'byte')}, modified {self.mtime}, sha256 {self.sha256})"
+        if self.kind == "baseline":
+            return (f"{self.recorded_at} baseline: {file} as found at the first start after the upgrade; "
+                    f"not imported by this version, kept to notice later changes")
+        how = "imported on the first start" if self.kind == "first_start" else "imported by the import command"
+        return (f"{self.recorded_at} {how}: {file}: {plural(self.entities or 0, 'entity', 'entities')}, "
+                f"{plural(self.observations or 0, 'observation')}, {plural(self.relations or 0, 'relation')} "
+                f"created")
+
+
+
+_RECORD_COLUMNS = ("kind, path, size_bytes, sha256, mtime, mtime_ns, entities, observations, relations, "
+                   "recorded_at")
+
+
+def _insert_record(conn: apsw.Connection, kind: str, state: FileState, report: ImportReport | None) -> None:
+    counts = ((report.entities_created, report.observations_added, report.relations_created)
+              if report is not None else (None, None, None))
+    conn.execute("INSERT INTO legacy_imports (kind, path, size_bytes, sha256, mtime, mtime_ns, entities, "
+                 "observations, relations) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 (kind, state.path, state.size_bytes, state.sha256, state.mtime, state.mtime_ns, *counts))
+
+
+def _take_first_start(conn: apsw.Connection, action: str) -> bool:
+    """Clear the first-start duty ``action`` ('import' or 'baseline') inside the caller's write
+    transaction; True when it was still owed (so this transaction is the one doing it)."""
+    return conn.execute("UPDATE legacy_first_start SET action = NULL WHERE id = 1 AND action = ? RETURNING 1",
+                        (action,)).fetchall() != []
+
+
+def _has_table(conn: apsw.Connection, name: str) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", (name,)).fetchall() != []
+
+
+def import_records(conn: apsw.Connection) -> list[ImportRecord]:
+    """Every import record, oldest first; empty for a database before migration 0004."""
+    if not _has_table(conn, "legacy_imports"):
+        return []
+    return [ImportRecord(*row) for row in conn.execute(f"SELECT {_RECORD_COLUMNS} FROM legacy_imports ORDER BY id")]
+
+
+def first_start_action(conn: apsw.Connection) -> str | None:
+    """What the next start still owes: 'import', 'baseline' or None (see migration 0004)."""
+    if not _has_table(conn, "legacy_first_start"):
+        return None
+    rows = conn.execute("SELECT action FROM legacy_first_start WHERE id = 1").fetchall()
+    return str(rows[0][0]) if rows and rows[0][0] is not None else None
+
+
+def _latest_record(conn: apsw.Connection, path: str) -> ImportRecord | None:
+    row = conn.execute(f"SELECT {_RECORD_COLUMNS} FROM legacy_imports WHERE path = ? ORDER BY id DESC LIMIT 1",
+                       (path,)).fetchone()
+    return ImportRecord(*row) if row is not None else None
 
 
 def first_start_import(store: Store, candidates: list[Path], *,
                        progress: Progress | None = None) -> ImportReport | None:
-    """On an empty database, import the first legacy file of ``candidates`` that exists.
+    """At start, settle the legacy file (the first of ``candidates`` that exists) with the database.
 
-    The emptiness check is repeated inside the import transaction, so two servers starting on one
-    new database at once import the file only once. Logs ``legacy_import`` with every count.
+    - A database created by this version (migration 0004 ran on a new file) owes one import: the
+      start that finds it owing imports the file, records it (kind ``first_start``) and clears
+      the duty in the same transaction, so a crash before the commit leaves the duty to the next
+      start, and of two servers starting on one new file only one imports. Without a legacy
+      file the duty is cleared all the same: a file that appears later is never imported on its
+      own. A bad line leaves the duty (and the database) as they were.
+    - A database from before 0004 (upgraded, recorded as kind ``upgrade``) is never imported
+      into: whether it once imported the file, or its user deleted everything since, cannot be
+      told. Its first start records the file's current state as kind ``baseline`` (not imported
+      by this version), so later changes are noticed.
+    - Every other start compares the file with its latest record (size and mtime, then sha256)
+      and, when it changed or was never imported, logs one warning (``legacy_file_changed`` or
+      ``legacy_file_not_imported``) with the command that merges it. Nothing is merged or
+      recorded then.
 
     Returns:
-        The report, or None when the database is not empty or no candidate exists.
+        The report of a first-start import, else None.
+
+    Only the import can stop a start: the baseline, the comparison and the settling without a
+    file are best effort (when they fail, e.g. on an unreadable file or a damaged or locked
+    database, they log a warning, the server starts all the same and an owed duty stays owed).
 
     Raises:
-        LegacyFormatError: the legacy file has a bad line; the database stays empty and the
-            legacy file untouched.
+        LegacyFormatError: the legacy file to import cannot be read or has a bad line; the
+            database stays as it was (empty) and the legacy file untouched.
+        StoreError: with a legacy file present, the database cannot be read, or written for an
+            owed import.
     """
     legacy_path = next((p for p in candidates if p.is_file()), None)
-    if legacy_path is None or not is_empty(store):
+    if legacy_path is None:
+        _settle_without_file(store)
         return None
-    log.info("legacy_import_started", path=str(legacy_path), database=str(store.path),
-             bytes=legacy_path.stat().st_size)
+    action = store.run_read(first_start_action)
+    if action is None:
+        try:
+            warn_if_legacy_file_changed(store, legacy_path)
+        except GraphError as exc:  # a check only: the server serves all the same
+            log.warning("legacy_file_not_checked", path=str(legacy_path), database=str(store.path),
+                        error=str(exc)[:500])
+        return None
+    if action == "baseline":
+        try:
+            _record_baseline(store, FileState.of(legacy_path))
+        except GraphError as exc:  # e.g. an unreadable file: the next start tries again
+            log.warning("legacy_file_not_checked", path=str(legacy_path), database=str(store.path),
+                        error=str(exc)[:500])
+        return None
+    state = FileState.of(legacy_path)
+    log.info("legacy_import_started", path=state.path, database=str(store.path), bytes=state.size_bytes)
     legacy = read_legacy(legacy_path)
-    report = _load(store, legacy, source=str(legacy_path), progress=progress, require_empty=True)
+    report = _load(store, legacy, source=str(legacy_path), progress=progress, first_start=True, record=state)
     if report is None:
         log.info("legacy_import_skipped", path=str(legacy_path), database=str(store.path),
-                 reason="the database was filled by another process meanwhile")
+                 reason="another process did the first-start import meanwhile")
         return None
     log.info("legacy_import", **report.log_fields())
     for number, reason in report.skipped_lines:
         log.warning("legacy_line_skipped", path=str(legacy_path), line=number, reason=reason)
     return report
+
+
+def _settle_without_file(store: Store) -> None:
+    """No legacy file: clear an owed first start, so a file that appears later is never imported
+    on its own. Best effort: a database that cannot be read or written here (damaged, locked)
+    still starts and answers each tool call with the reason; the duty then waits for a later
+    start."""
+    def run(conn: apsw.Connection) -> None:
+        _take_first_start(conn, "import") or _take_first_start(conn, "baseline")
+
+    try:
+        if store.run_read(first_start_action) is not None:
+            store.run_write(run)
+    except GraphError as exc:
+        log.warning("legacy_first_start_not_settled", database=str(store.path), error=str(exc)[:500])
+
+
+def _record_baseline(store: Store, state: FileState) -> None:
+    """The first start after the upgrade to 0004: record ``state`` unless the file has a record
+    already (a ``graph-memory import`` of it ran since), clearing the duty."""
+    def run(conn: apsw.Connection) -> bool:
+        if not _take_first_start(conn, "baseline"):
+            return False
+        if _latest_record(conn, state.path) is not None:
+            return False
+        _insert_record(conn, "baseline", state, None)
+        return True
+
+    if store.run_write(run):
+        log.info("legacy_file_baseline", path=state.path, database=str(store.path), size_bytes=state.size_bytes,
+                 sha256=state.sha256, mtime=state.mtime,
+                 note="the database predates import records; the file was not imported, its state is "
+                      "recorded so later changes are noticed",
+                 merge_command=graph_memory_command("import", state.path, database=store.path))
+
+
+def warn_if_legacy_file_changed(store: Store, legacy_path: Path) -> str | None:
+    """Compare ``legacy_path`` with its latest import record and log one warning when it differs
+    (size and mtime first; the sha256 only when those differ, so an unchanged file costs a stat).
+
+    Returns:
+        The warning's event name (``legacy_file_changed`` or ``legacy_file_not_imported``), or
+        None when the file is as recorded.
+    """
+    path = str(legacy_path.absolute())
+    latest = store.run_read(lambda conn: _latest_record(conn, path))
+    try:
+        stat = legacy_path.stat()
+    except OSError:
+        return None
+    if latest is not None and (latest.size_bytes, latest.mtime_ns) == (stat.st_size, stat.st_mtime_ns):
+        return None
+    state = FileState.of(path)
+    command = graph_memory_command("import", path, database=store.path)
+    if latest is None:
+        log.warning("legacy_file_not_imported", path=path, database=str(store.path), size_bytes=state.size_bytes,
+                    mtime=state.mtime,
+                    message=f"the legacy file {path} was never imported into {store.path} and is not merged "
+                            f"automatically; to merge it run: {command}",
+                    merge_command=command)
+        return "legacy_file_not_imported"
+    if latest.sha256 == state.sha256:
+        return None  # touched, same bytes
+    newer = latest.mtime_ns is not None and state.mtime_ns > latest.mtime_ns
+    log.warning("legacy_file_changed", path=path, database=str(store.path), recorded_kind=latest.kind,
+                recorded_at=latest.recorded_at, recorded_size_bytes=latest.size_bytes, recorded_mtime=latest.mtime,
+                size_bytes=state.size_bytes, mtime=state.mtime,
+                message=f"the legacy file {path} is {'newer than' if newer else 'different from'} what was "
+                        f"{'recorded' if latest.kind == 'baseline' else 'imported'} into {store.path} at "
+                        f"{latest.recorded_at}; it was not merged. To merge it (existing entities gain only "
+                        f"what they lack) run: {command}",
+                merge_command=command)
+    return "legacy_file_changed"
 
 
 # -- export --------------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from graph_memory.errors import LegacyFormatError
+from graph_memory.hints import graph_memory_command
 from graph_memory.models import DEFAULT_WEIGHT, Entity, Relation
 from graph_memory.surrogates import replace_in_value
 
@@ -397,8 +398,9 @@ def parse_legacy(data: bytes, *, skip_invalid: bool = False, path: str | None = 
     Rules: docs/INTERFACE.md "Legacy JSONL" and the reference server's ``loadGraph``.
     """
     if data.startswith(_SQLITE_HEADER):
-        raise LegacyFormatError("this is a SQLite database, not a reference-server memory file; "
-                                "use 'graph-memory backup' to copy a database", path=path)
+        raise LegacyFormatError("this is a SQLite database, not a reference-server memory file; to copy "
+                                f"a database use: {graph_memory_command('backup', 'DEST', database=path)}",
+                                path=path)
     builder = _Builder(skip_invalid, path)
     try:
         text = data.decode("utf-8")

@@ -6,6 +6,13 @@ applied in its own ``BEGIN IMMEDIATE`` transaction together with its record in
 ``schema_migrations`` (id, name, sha256 checksum of the text with CRLF folded to LF, time), and
 ``PRAGMA user_version`` follows the highest applied id for tools that only read that.
 
+A brand-new database (a file holding no table at all when the write lock is taken) gets every
+migration in ONE transaction, so it is either fully created or not at all, and the migrations can
+tell it apart from an upgrade: while a migration runs, the connection's temporary table
+``temp.migration_context`` holds one row whose ``new_database`` is 1 when this transaction creates
+the database and 0 when it upgrades an existing one (0004 uses it: only a new database imports a
+legacy file at its first start).
+
 Refused with :class:`MigrationError`, before anything is changed: a database whose applied
 migration was edited (checksum differs), or one migrated by a newer graph-memory (an applied id
 this code does not know).
@@ -126,38 +133,64 @@ def status(conn: apsw.Connection, path: str, known: list[Migration] | None = Non
 
 
 def migrate(conn: apsw.Connection, path: str) -> list[Migration]:
-    """Apply every pending migration in order, each in its own IMMEDIATE transaction.
+    """Apply every pending migration in order, each in its own IMMEDIATE transaction (all of them
+    in one transaction when the file holds no table yet: a new database).
 
     Safe when two processes start on one new file at once: each transaction re-reads the ledger
-    after taking the write lock and skips what the other process already applied.
+    after taking the write lock and skips what the other process already applied; only the one
+    that finds the file without tables creates the database (``new_database`` = 1).
 
     Returns:
         The migrations this call applied (empty when the database was up to date).
 
     Raises:
         MigrationError: see :func:`status`; or a migration's SQL failed (that migration is rolled
-        back, earlier ones stay applied).
+        back, earlier ones stay applied; for a new database nothing stays).
     """
     known = load_migrations()
     if not status(conn, path, known).pending:
         return []
     done: list[Migration] = []
-    for migration in known:
+    conn.execute(_CONTEXT_SQL)
+    try:
         with _immediate(conn):
-            conn.execute(_LEDGER_SQL)
-            if migration.id in _applied(conn):
-                continue
-            try:
-                conn.execute(migration.sql)
-            except apsw.Error as exc:
-                raise MigrationError(f"migration {migration.name} failed on {path}: {exc}") from exc
-            conn.execute(
-                "INSERT INTO schema_migrations (id, name, checksum) VALUES (?, ?, ?)",
-                (migration.id, migration.name, migration.checksum),
-            )
-            conn.execute(f"PRAGMA user_version = {migration.id:d}")
-        done.append(migration)
-    return done
+            new_database = conn.execute("SELECT NOT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table')"
+                                        ).fetchall()[0][0] == 1
+            if new_database:
+                conn.execute(_LEDGER_SQL)
+                for migration in known:
+                    _apply(conn, path, migration, new_database=True)
+                    done.append(migration)
+        if new_database:
+            return done
+        for migration in known:
+            with _immediate(conn):
+                conn.execute(_LEDGER_SQL)
+                if migration.id in _applied(conn):
+                    continue
+                _apply(conn, path, migration, new_database=False)
+            done.append(migration)
+        return done
+    finally:
+        conn.execute("DROP TABLE IF EXISTS temp.migration_context")
+
+
+_CONTEXT_SQL = "CREATE TEMP TABLE IF NOT EXISTS migration_context (new_database INTEGER NOT NULL)"
+
+
+def _apply(conn: apsw.Connection, path: str, migration: Migration, *, new_database: bool) -> None:
+    """Run one migration and record it, inside the caller's transaction."""
+    conn.execute("DELETE FROM temp.migration_context")
+    conn.execute("INSERT INTO temp.migration_context (new_database) VALUES (?)", (int(new_database),))
+    try:
+        conn.execute(migration.sql)
+    except apsw.Error as exc:
+        raise MigrationError(f"migration {migration.name} failed on {path}: {exc}") from exc
+    conn.execute(
+        "INSERT INTO schema_migrations (id, name, checksum) VALUES (?, ?, ?)",
+        (migration.id, migration.name, migration.checksum),
+    )
+    conn.execute(f"PRAGMA user_version = {migration.id:d}")
 
 
 class _immediate:

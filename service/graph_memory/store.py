@@ -27,6 +27,7 @@ import apsw
 
 from graph_memory import migrations
 from graph_memory.errors import GraphError, StoreError
+from graph_memory.hints import graph_memory_command, shell_quote
 from graph_memory.logs import get_logger
 from graph_memory.paths import check_database_path
 
@@ -676,8 +677,9 @@ def translate(exc: apsw.Error, path: Path) -> StoreError:
         return StoreError(f"{path} is not a SQLite database (or its header is damaged); move it aside "
                           f"or point MEMORY_FILE_PATH at another file. It was not modified.")
     if isinstance(exc, apsw.CorruptError):
-        return StoreError(f"database {path} is corrupt ({exc}); restore a backup "
-                          f"(graph-memory backup) or run 'sqlite3 {path} .recover'")
+        return StoreError(f"database {path} is corrupt ({exc}); restore a backup, or recover what is readable "
+                          f"with: sqlite3 {shell_quote(path)} .recover (backups are made with: "
+                          f"{graph_memory_command('backup', 'DEST', database=path)})")
     if isinstance(exc, apsw.BusyError | apsw.LockedError):
         return StoreError(f"database {path} is locked by another process ({exc}); close the program holding "
                           f"it (another graph-memory, a sqlite3 shell, a backup) or raise MEMORY_BUSY_TIMEOUT_MS")

@@ -1,0 +1,35 @@
+"""Commands suggested to the user, ready to paste into a shell.
+
+Every message that tells the user to run ``graph-memory …`` builds the command here, so each one
+names the database it is about (``--database``, absolute): pasted into a shell without the MCP
+client's environment (no ``MEMORY_FILE_PATH``), it still acts on that database, not on the
+default one.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+
+def graph_memory_command(*args: str | os.PathLike[str], database: str | os.PathLike[str] | None) -> str:
+    """``graph-memory ARGS… --database DB`` as one shell command line.
+
+    Args:
+        args: the command and its arguments (placeholders such as ``DEST`` are fine); paths are
+            used as given, so pass absolute ones.
+        database: the database the command is about; made absolute. None only where no path is
+            known: the placeholder ``DB`` then stands for it.
+
+    Returns:
+        The words joined by spaces, each quoted with :func:`shlex.quote` where the shell needs it.
+    """
+    target = "DB" if database is None else str(Path(database).absolute())
+    words = ["graph-memory", *(os.fspath(a) for a in args), "--database", target]
+    return shlex.join(words)
+
+
+def shell_quote(path: str | os.PathLike[str]) -> str:
+    """``path`` quoted for a POSIX shell (for commands of other programs, e.g. ``sqlite3``)."""
+    return shlex.quote(os.fspath(path))
