@@ -516,3 +516,19 @@ def test_serve_returns_large_buffers_to_the_os() -> None:
         assert proc.returncode == 0, proc.stderr
         retained[mode] = int(proc.stdout)
     assert retained["on"] < 2**20 <= 7 * 2**20 <= retained["off"]
+
+
+def test_import_suggests_skip_invalid_only_for_a_fault_in_a_line(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "memory.db"
+    bad_line = tmp_path / "bad.jsonl"
+    bad_line.write_text('{"type":"entity","name":"A","entityType":"t","observations":[]}\n[1]\n')
+    assert cli.main(["import", str(bad_line), "--database", str(db)]) == cli.EXIT_ERROR
+    err = capsys.readouterr().err
+    assert "line 2" in err and f"import --skip-invalid {bad_line} --database {db}" in err
+    folder = tmp_path / "folder.jsonl"
+    folder.mkdir()   # cannot be read at all: skipping lines would not help
+    assert cli.main(["import", str(folder), "--database", str(db)]) == cli.EXIT_ERROR
+    err = capsys.readouterr().err
+    assert "cannot read the file" in err and "--skip-invalid" not in err
+    assert not db.exists()

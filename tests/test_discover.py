@@ -274,7 +274,7 @@ def test_a_missing_relative_database_says_it_was_relative(tmp_path: Path, monkey
 def test_errors_about_other_paths_or_absolute_ones_carry_no_note(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "bad.jsonl").write_text("[1]\n")
+    (tmp_path / "bad.jsonl").mkdir()   # unreadable as a file: the message names only the import file
     assert cli.main(["import", str(tmp_path / "bad.jsonl"), "--database", "memory.db"]) == cli.EXIT_ERROR
     assert "relative path" not in error_line(capsys)        # about the import file, not the database
     assert cli.main(["stats", "--database", str(tmp_path / "none.db")]) == cli.EXIT_ERROR

@@ -66,6 +66,27 @@ async def test_legacy_subscriber_hears_of_another_connections_commit(server: Any
         assert {e["name"] for e in (await call(watcher, "read_graph", {}))["entities"]} == {"Alice", "Bob"}
 
 
+async def test_another_connections_search_index_upkeep_is_not_a_change(server: Any, db_path: Path) -> None:
+    """Another process bringing the FTS index up to date commits, but changes no entity,
+    observation or relation (graph_version, migration 0005, stays): no notification for it."""
+    inbox = Inbox()
+    async with Client(server, mode="legacy", message_handler=inbox) as watcher:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            await watcher.subscribe_resource(URI)
+        other = Store.open(db_path)
+        try:
+            other.run_write(lambda conn: graph.create_entities(conn, [Entity("Alice", "person", ["o"])]))
+            await inbox.wait_for(1)
+            assert other.catch_up_search_index() == 1        # an index-only commit of its own
+            await anyio.sleep(1.5)                           # three looks of the server
+            assert inbox.uris == [URI]
+            other.run_write(lambda conn: graph.add_observations(conn, [("Alice", ["more"])]))
+            await inbox.wait_for(2)                          # a graph change is heard again
+        finally:
+            other.close()
+
+
 async def test_modern_listen_stream_hears_of_another_connections_commit(server: Any, db_path: Path) -> None:
     async with Client(server) as watcher, watcher.listen(resource_subscriptions=[URI]) as sub:
         write_elsewhere(db_path, "Alice")

@@ -109,7 +109,7 @@ def schema_3_database(db: Path, monkeypatch: pytest.MonkeyPatch, *, entities: li
     store = Store.open(db, migrate=False)
     try:
         state = migrations.status(store.conn, str(db))
-        assert state.version == 3 and [m.name for m in state.pending] == ["0004_legacy_import_records"]
+        assert state.version == 3 and state.pending[0].name == "0004_legacy_import_records"
     finally:
         store.close()
 
@@ -294,7 +294,8 @@ def test_an_upgraded_schema_3_database_is_never_imported_into(
     assert contents(db) == before
     code, out, _ = run_cli(capsys, "stats", "--json", "--database", str(db))
     data = json.loads(out)
-    assert code == 0 and data["schema_version"] == 4 and data["legacy_first_start_pending"] is None
+    assert code == 0 and data["schema_version"] == len(migrations.load_migrations())
+    assert data["legacy_first_start_pending"] is None
     upgrade, baseline = data["legacy_imports"]
     assert upgrade["kind"] == "upgrade" and upgrade["path"] is None and upgrade["entities"] is None
     assert baseline["kind"] == "baseline" and baseline["path"] == str(legacy)

@@ -66,8 +66,9 @@ def _settings(args: argparse.Namespace) -> Settings:
         from graph_memory.logs import get_logger
 
         # The reference server resolved the same relative value against its own package folder.
-        hint = {"hint": "the reference server resolves a relative MEMORY_FILE_PATH against its own package "
-                        "folder; 'graph-memory import --discover' finds the files it left there"}
+        discover = graph_memory_command("import", "--discover", database=settings.database_path)
+        hint = {"hint": f"the reference server resolves a relative MEMORY_FILE_PATH against its own package "
+                        f"folder; {discover} finds the files it left there"}
         get_logger("graph_memory.cli").info("database_path_relative", database=str(settings.database_path),
                                             note=note, **(hint if given_by == "MEMORY_FILE_PATH" else {}))
     from graph_memory.paths import check_configured_paths
@@ -208,13 +209,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log.info("server_stopped", database=str(store.path))
 
     try:
-        new_database = store.run_read(first_start_action) == "import"
+        try:  # only for the hint below: a damaged database still starts and answers with tool errors
+            new_database = store.run_read(first_start_action) == "import"
+        except GraphError:
+            new_database = False
         try:
             first_start_import(store, settings.legacy_candidates)
         except LegacyFormatError as exc:
             command = graph_memory_command("import", "--skip-invalid", exc.path or "FILE", database=store.path)
+            what_to_do = (f"Fix that line, or import what can be read with: {command}" if exc.skippable else
+                          "Fix or move that file (MEMORY_FILE_PATH names it, or it lies beside the database)")
             raise GraphError(f"{exc}. The database {store.path} was left empty and the legacy file untouched. "
-                             f"Fix that line, or import what can be read with: {command}") from exc
+                             f"{what_to_do}") from exc
         if new_database:  # only the start that created it: a database emptied on purpose stays quiet
             log_hint_if_reference_files(store, log)
         from graph_memory.server import build_server
@@ -346,7 +352,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     except LegacyFormatError as exc:
         skipping = graph_memory_command("import", "--skip-invalid", Path(args.file).absolute(),
                                         database=settings.database_path)
-        hint = "" if args.skip_invalid else (
+        hint = "" if args.skip_invalid or not exc.skippable else (
             f"; fix that line, or import every other line (the bad ones are listed) with: {skipping}")
         raise GraphError(f"{exc}. Nothing was imported{hint}") from exc
     path = settings.database_path
@@ -671,8 +677,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "writes them. A file is replaced atomically (never left half-written).\n\n"
                          "Relation weights are not part of that format: by default they are left out (the "
                          "output is byte for byte what the reference server writes). With --with-weights a "
-                         "relation whose weight is not 1.0 gets a last key \"weight\", which "
-                         "'graph-memory import' reads back (the reference server ignores it): a full copy.")
+                         "relation whose weight is not 1.0 gets a last key \"weight\", which the import "
+                         "command reads back (the reference server ignores it): a full copy.")
     exp.add_argument("-o", "--output", help="output file (default: stdout)")
     exp.add_argument("--with-weights", action="store_true",
                      help="also write relation weights (a \"weight\" key on relations whose weight is not 1.0)")

@@ -74,6 +74,8 @@ class LegacyFormatError(GraphError):
         line: 1-based line number of the offending line, when the fault is on one line.
         offset: 0-based byte offset, for byte-level faults such as invalid UTF-8.
         reason: what is wrong, without the location prefix.
+        skippable: the fault is in one line or item, which ``import --skip-invalid`` would skip
+            (False for a file that cannot be read at all, or whose structure is wrong).
     """
 
     def __init__(
@@ -83,6 +85,7 @@ class LegacyFormatError(GraphError):
         path: str | None = None,
         line: int | None = None,
         offset: int | None = None,
+        skippable: bool = False,
     ) -> None:
         where = path or "legacy file"
         if line is not None:
@@ -94,6 +97,7 @@ class LegacyFormatError(GraphError):
         self.line = line
         self.offset = offset
         self.reason = reason
+        self.skippable = skippable
 
 
 class SchemaError(GraphError):

@@ -222,7 +222,7 @@ class _Builder:
     def reject(self, line: int | None, reason: str, *, offset: int | None = None) -> None:
         """Record an invalid line (``skip_invalid``) or refuse the file."""
         if not self.skip_invalid:
-            raise LegacyFormatError(reason, path=self.path, line=line, offset=offset)
+            raise LegacyFormatError(reason, path=self.path, line=line, offset=offset, skippable=True)
         self.graph.invalid_lines.append(SkippedLine(line if line is not None else 1, reason))
 
     def add_entity(self, name: str, entity_type: str, observations: list[str]) -> None:

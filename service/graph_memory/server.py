@@ -37,7 +37,7 @@ from graph_memory import graph, package_version
 from graph_memory.errors import GraphError
 from graph_memory.logs import get_logger
 from graph_memory.request_params import explain_invalid_params
-from graph_memory.store import Store, search_index_behind
+from graph_memory.store import Store, graph_version, search_index_behind
 from graph_memory.tools import TOOLS, Memory, Outcome, ToolSpec
 
 GRAPH_URI = "memory://knowledge-graph"
@@ -164,12 +164,10 @@ class ExternalChanges:
     ``PRAGMA data_version`` on the store's own connection changes exactly when another
     connection committed since the last look; this server's own commits leave it unchanged, so
     its writes (notified by the tool call itself) and its own index catch-ups are never notified
-    twice. Trade-off: a search-index catch-up committed by *another* process counts as a change
-    (one extra notification, typically half a second after that process's write, and the graph
-    read again is the same): telling it apart exactly needs a change counter kept by triggers on
-    every graph row (a migration, and a row update per row written) or a scan of the graph
-    tables at each foreign commit (~60 ms at 100k entities, on the event loop); a spare
-    notification costs a client one read.
+    twice. A foreign commit is a change of the graph when it also moved ``graph_version``
+    (migration 0005: one count per write transaction that changed the graph, see
+    :meth:`Store.write`); another process's search-index catch-up moves only data_version and
+    is not notified. Both reads are one-row lookups (microseconds).
 
     Runs on the asyncio loop like :class:`IdleCatchUp`, in stdio and HTTP modes alike:
     :meth:`start` when a subscription begins; the polling stops by itself once ``watching()`` is
@@ -183,6 +181,7 @@ class ExternalChanges:
         self.changed = changed
         self.interval = interval
         self._version: int | None = None
+        self._graph: int | None = None
         self._handle: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -198,6 +197,7 @@ class ExternalChanges:
             self._version = self._data_version()
         except apsw.Error:  # e.g. busy during another process's WAL recovery: the first look sets it
             self._version = None
+        self._graph = self._graph_version()
         self._handle = loop.call_later(self.interval, self.look)
 
     def cancel(self) -> None:
@@ -220,15 +220,31 @@ class ExternalChanges:
         except apsw.Error as exc:
             log.debug("external_change_look_failed", error=str(exc)[:200])
             version = self._version
-        if self._version is None:
+        # With data_version unchanged no other connection committed, so a moved graph_version
+        # is this server's own writes (notified by their calls): it only moves the baseline.
+        graph = self._graph_version()
+        if self._version is None or version == self._version:
             self._version = version
-        elif version != self._version:
+            self._graph = graph
+        else:
             self._version = version
-            log.debug("external_change_noticed", data_version=version)
-            task = asyncio.get_running_loop().create_task(self.changed())
-            self._tasks.add(task)  # keep a reference until it is done
-            task.add_done_callback(self._tasks.discard)
+            if graph is not None and graph == self._graph:
+                log.debug("external_index_upkeep_noticed", data_version=version)
+            else:
+                self._graph = graph
+                log.debug("external_change_noticed", data_version=version, graph_version=graph)
+                task = asyncio.get_running_loop().create_task(self.changed())
+                self._tasks.add(task)  # keep a reference until it is done
+                task.add_done_callback(self._tasks.discard)
         self._handle = asyncio.get_running_loop().call_later(self.interval, self.look)
+
+    def _graph_version(self) -> int | None:
+        """The graph's change counter (None before migration 0005, or when it cannot be read now:
+        then every foreign commit counts as a change)."""
+        try:
+            return graph_version(self.store.conn)
+        except apsw.Error:
+            return None
 
     def _data_version(self) -> int:
         """``PRAGMA data_version`` of the store's connection (raises apsw errors)."""

@@ -13,6 +13,7 @@ thread; other threads (CLI backup, tests) open their own Store.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -58,6 +59,7 @@ SEARCH_BACKLOG = 64
 # few ms) before it searches around the backlog instead (search._indexes).
 SEARCH_LOCK_WAIT_MS = 250
 _SEARCH_BEHIND = "SELECT EXISTS (SELECT 1 FROM search_pending)"
+_BUMP_GRAPH_VERSION = "UPDATE graph_version SET version = version + 1 WHERE id = 1"
 _BACKLOG_FULL = "SELECT count(*) >= ? FROM search_pending"
 
 
@@ -268,10 +270,10 @@ class Store:
             StoreError: with ``wait_ms=None`` only, as :meth:`run_write`.
         """
         if wait_ms is None:
-            return self.run_write(catch_up_search_index)
+            return self._retrying(lambda: self.write(graph=False), catch_up_search_index)
         self.conn.set_busy_timeout(min(wait_ms, self.busy_timeout_ms))
         try:
-            with self.write() as conn:
+            with self.write(graph=False) as conn:
                 return catch_up_search_index(conn)
         except _Busy:
             return None
@@ -295,17 +297,27 @@ class Store:
                     self.conn.execute("COMMIT")
 
     @contextmanager
-    def write(self) -> Iterator[apsw.Connection]:
+    def write(self, *, graph: bool = True) -> Iterator[apsw.Connection]:
         """A write transaction started ``IMMEDIATE``; commits on success, rolls back on any
         exception (a rejected batch writes nothing). Prefer :meth:`run_write`, which retries
-        when SQLite reports the database busy."""
+        when SQLite reports the database busy.
+
+        Args:
+            graph: the transaction may change the graph: when it changed any row, it also adds
+                one to ``graph_version`` (migration 0005), which tells other processes it was a
+                change of the graph; False for search-index upkeep, which changes no entity,
+                observation or relation.
+        """
         if self.corrupt is not None:
             raise StoreError(f"{translate(self.corrupt, self.path)}. This server refuses writes to it until "
                              f"restarted; nothing of this call was written")
         with self._translated():
             self.conn.execute("BEGIN IMMEDIATE")
             try:
+                changes = self.conn.total_changes()
                 yield self.conn
+                if graph and self.conn.total_changes() != changes:
+                    _bump_graph_version(self.conn)
                 if self.conn.execute(_BACKLOG_FULL, (SEARCH_BACKLOG,)).fetchall()[0][0]:
                     self._catch_up_within_write()
                 self.conn.execute("COMMIT")
@@ -463,6 +475,22 @@ def batched_search_sync(conn: apsw.Connection, *, grows_existing: bool = True) -
             (max_observation, max_entity),
         )
     conn.execute(_INSERT_DOCUMENTS + " WHERE e.id > ?", (max_entity,))
+
+
+def _bump_graph_version(conn: apsw.Connection) -> None:
+    with contextlib.suppress(apsw.SQLError):  # no such table: a store opened without migrating
+        conn.execute(_BUMP_GRAPH_VERSION)
+
+
+def graph_version(conn: apsw.Connection) -> int | None:
+    """How many write transactions have changed the graph (migration 0005's counter; None on a
+    database before it). Equal numbers on two reads: no entity, observation or relation changed
+    between them (search-index upkeep does not count)."""
+    try:
+        rows = conn.execute("SELECT version FROM graph_version WHERE id = 1").fetchall()
+    except apsw.SQLError:  # no such table: an older schema
+        return None
+    return int(rows[0][0]) if rows else None  # type: ignore[arg-type]
 
 
 def search_index_behind(conn: apsw.Connection) -> bool:
@@ -647,7 +675,8 @@ def _connect_readonly(path: Path) -> tuple[apsw.Connection, Path | None]:
         raise StoreError(
             f"database {path} cannot be read by this user: its write-ahead log {path.name}-wal holds changes "
             f"not yet in the file, and reading them needs {path.name}-shm, which this user cannot use ({exc}). "
-            f"Ask its owner for a copy ('graph-memory backup'), or run this as the owner. Nothing was changed."
+            f"Ask its owner for a copy ({graph_memory_command('backup', 'DEST', database=path)}), or run this "
+            f"as the owner. Nothing was changed."
         ) from exc
 
 
