@@ -1,0 +1,111 @@
+"""Adversarial review of issue 13 (reviewer B): data and files. Each test pins one defect found
+by driving a fresh install as a switching user would; they fail until the defect is fixed."""
+
+from __future__ import annotations
+
+import shlex
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from graph_memory import backup, cli, graph, importer
+from graph_memory.errors import LegacyFormatError
+from graph_memory.legacy import read_legacy
+from graph_memory.logs import configure_logging
+from graph_memory.models import Entity
+from graph_memory.settings import Settings
+from graph_memory.store import Store
+
+LINE = b'{"type":"entity","name":"Alice","entityType":"person","observations":["likes tea"]}\n'
+
+
+def _database_with_alice(path: Path) -> None:
+    store = Store.open(path)
+    try:
+        store.run_write(lambda c: graph.create_entities(c, [Entity("Alice", "person", ["likes tea"])]))
+    finally:
+        store.close()
+
+
+def test_sqlite_file_named_memory_jsonl_backup_hint_names_that_file(tmp_path: Path) -> None:
+    """A graph-memory database renamed memory.jsonl: the message suggests
+    `graph-memory backup DEST --database …/memory.jsonl`, but a --database ending in .jsonl names
+    a legacy file, so the pasted command backs up the sibling memory.db (empty), not this file."""
+    sqlite_file = tmp_path / "memory.jsonl"
+    _database_with_alice(tmp_path / "other.db")
+    (tmp_path / "other.db").rename(sqlite_file)
+    with pytest.raises(LegacyFormatError) as caught:
+        read_legacy(sqlite_file)
+    command = str(caught.value).split("to copy a database use: ", 1)[1].split(". ")[0]
+    words = shlex.split(command)
+    target = Settings(file_path=words[words.index("--database") + 1]).database_path
+    assert target == sqlite_file, f"the suggested command backs up {target}, not {sqlite_file}"
+
+
+def test_bad_utf8_offers_skip_invalid(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Invalid UTF-8 in one line is a fault in a line (--skip-invalid skips just that line), yet
+    neither the refused start nor `graph-memory import` suggests --skip-invalid for it."""
+    legacy = tmp_path / "memory.jsonl"
+    legacy.write_bytes(LINE + b'{"type":"entity","name":"bad\xff","entityType":"p","observations":[]}\n')
+    assert len(read_legacy(legacy, skip_invalid=True).entities) == 1   # skipping works
+    with pytest.raises(LegacyFormatError) as caught:
+        read_legacy(legacy)
+    assert caught.value.skippable
+    code = cli.main(["import", str(legacy), "--database", str(tmp_path / "memory.db")])
+    _, err = capsys.readouterr()
+    configure_logging("warning", "console")
+    assert code == 1 and "--skip-invalid" in err
+
+
+def test_two_backups_into_one_folder_in_the_same_second_are_both_kept(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """`backup DIR/` picks its name before copying and refuses at publish time when another
+    backup took the name meanwhile: two backups started in the same second (cron plus a manual
+    one) make the second fail with "already exists; choose another name" although the user named
+    only a folder."""
+    db = tmp_path / "memory.db"
+    _database_with_alice(db)
+    folder = tmp_path / "backups"
+    fixed = datetime(2026, 12, 1, 15, 1, 1)
+
+    class FixedNow(datetime):
+        @classmethod
+        def now(cls, tz=None):  # type: ignore[override]
+            return fixed
+
+    monkeypatch.setattr(backup, "datetime", FixedNow)
+    real_copy = backup._copy
+    other: list[backup.BackupResult] = []
+    raced: list[bool] = []
+
+    def copy_while_another_backup_finishes(*args, **kwargs):  # type: ignore[no-untyped-def]
+        if not raced:
+            raced.append(True)
+            other.append(backup.backup_database(db, f"{folder}/"))
+        return real_copy(*args, **kwargs)
+
+    monkeypatch.setattr(backup, "_copy", copy_while_another_backup_finishes)
+    first = backup.backup_database(db, f"{folder}/")
+    assert first.path != other[0].path
+    assert first.path.exists() and other[0].path.exists()
+
+
+def test_merge_through_another_spelling_of_the_same_file_ends_the_warning(tmp_path: Path) -> None:
+    """Records are keyed by the path string (Path.absolute, no resolve): a client that names the
+    file through a symlinked folder, and a merge that names its real path (e.g. from
+    `import --discover`), leave `legacy_file_changed` at every start although the file was merged."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    (real / "memory.jsonl").write_bytes(LINE)
+    settings = Settings(file_path=tmp_path / "link" / "memory.jsonl")
+    store = Store.open(settings.database_path)
+    try:
+        importer.first_start_import(store, settings.legacy_candidates)
+        with (real / "memory.jsonl").open("ab") as handle:
+            handle.write(b'{"type":"entity","name":"Carol","entityType":"person","observations":[]}\n')
+        importer.import_file(store, real / "memory.jsonl")   # the same file, by its real path
+        assert importer.warn_if_legacy_file_changed(store, settings.legacy_candidates[0]) is None
+    finally:
+        store.close()
