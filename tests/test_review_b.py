@@ -109,3 +109,15 @@ def test_merge_through_another_spelling_of_the_same_file_ends_the_warning(tmp_pa
         assert importer.warn_if_legacy_file_changed(store, settings.legacy_candidates[0]) is None
     finally:
         store.close()
+
+
+def test_empty_memory_file_path_means_the_default_as_for_the_reference_server(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`"env": {"MEMORY_FILE_PATH": ""}` (or compose's `MEMORY_FILE_PATH=${MEMORY_FILE_PATH}` with
+    the variable unset): the reference server treats an empty value as unset and uses its default
+    file; graph-memory resolves "" to the working directory and refuses to start ("<cwd> is a
+    folder"), without even the note that the value was relative."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MEMORY_FILE_PATH", "")
+    settings = Settings()
+    assert settings.file_path == Settings.model_fields["file_path"].default_factory()  # type: ignore[misc]
