@@ -121,3 +121,26 @@ def test_empty_memory_file_path_means_the_default_as_for_the_reference_server(
     monkeypatch.setenv("MEMORY_FILE_PATH", "")
     settings = Settings()
     assert settings.file_path == Settings.model_fields["file_path"].default_factory()  # type: ignore[misc]
+
+
+def test_import_from_a_pipe_imports_the_content(tmp_path: Path) -> None:
+    """`cat memory.jsonl | graph-memory import /dev/stdin` and `graph-memory import <(ssh … cat …)`
+    (a pipe): FileState.of reads the stream to hash it, then read_legacy opens it again and reads
+    nothing, so the import reports "0 created" with exit 0 and records it. The previous release
+    (9890743) imported every entity."""
+    import os
+    import subprocess
+    import sys
+
+    db = tmp_path / "memory.db"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    done = subprocess.run([sys.executable, "-m", "graph_memory", "import", "/dev/stdin", "--database", str(db)],
+                          input=LINE, capture_output=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    store = Store.open(db, migrate=False)
+    try:
+        names = [e.name for e in store.run_read(graph.read_graph).entities]
+    finally:
+        store.close()
+    assert names == ["Alice"], done.stdout.decode()
