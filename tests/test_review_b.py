@@ -144,3 +144,20 @@ def test_import_from_a_pipe_imports_the_content(tmp_path: Path) -> None:
     finally:
         store.close()
     assert names == ["Alice"], done.stdout.decode()
+
+
+def test_upgraded_empty_database_warns_about_a_legacy_file_it_never_held(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The previous release refused a start on a damaged line and left the database empty, telling
+    the user to fix the line ("the next start imports it"). The user fixes it and upgrades: the
+    start records a `baseline` at info level, imports nothing and never warns, so the memory stays
+    empty in silence (issue 13 item 2: never ignored silently). An upgraded database holding
+    nothing while the legacy file holds entities deserves the warning with the merge command."""
+    from test_import_records import events, schema_3_database, serve
+
+    db = tmp_path / "memory.db"
+    schema_3_database(db, monkeypatch, entities=[])
+    (tmp_path / "memory.jsonl").write_bytes(LINE)
+    done = serve(tmp_path, tmp_path / "memory.jsonl")
+    warnings = [e for e in events(done.stderr) if e.get("level") == "warning"]
+    assert any("merge_command" in e for e in warnings), [e["event"] for e in events(done.stderr)]
