@@ -257,7 +257,9 @@ def test_an_error_about_a_relative_database_path_says_it_was_relative(
     assert cli.main(argv) == cli.EXIT_ERROR
     err = capsys.readouterr().err
     assert f"{tmp_path / 'notes.db'} is not a SQLite database" in err
-    assert f"({given_by} was the relative path 'notes.db', resolved against the working directory {tmp_path})" in err
+    # On a line of its own, so that a command at the end of the message can be copied whole.
+    assert (f"\ngraph-memory: note: {given_by} was the relative path 'notes.db', resolved against the working "
+            f"directory {tmp_path}\n") in err
     assert (tmp_path / "notes.db").read_text() == "not a database"
 
 

@@ -160,7 +160,7 @@ def test_readyz_503_with_reason_when_migrations_pending(db_path: Path) -> None:
         assert http.get("/healthz").status_code == 200
         ready = http.get("/readyz")
         assert ready.status_code == 503
-        assert ready.json() == {"status": "unavailable", "reason": f"{pending} migration(s) pending"}
+        assert ready.json() == {"status": "unavailable", "reason": f"{pending} migrations pending"}
         assert str(db_path) not in ready.text  # unauthenticated: names no file
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from graph_memory import backup, cli, graph, importer
 from graph_memory.errors import LegacyFormatError
+from graph_memory.hints import graph_memory_command
 from graph_memory.legacy import read_legacy
 from graph_memory.logs import configure_logging
 from graph_memory.models import Entity
@@ -37,10 +38,15 @@ def test_sqlite_file_named_memory_jsonl_backup_hint_names_that_file(tmp_path: Pa
     (tmp_path / "other.db").rename(sqlite_file)
     with pytest.raises(LegacyFormatError) as caught:
         read_legacy(sqlite_file)
-    command = str(caught.value).split("to copy a database use: ", 1)[1].split(". ")[0]
+    # No command can name a .jsonl file as a database: the message says to give it a .db name.
+    message = str(caught.value)
+    assert "--database" not in message.split("MEMORY_FILE_PATH")[0]
+    command = message.split("(e.g. ", 1)[1].split(")", 1)[0]
     words = shlex.split(command)
-    target = Settings(file_path=words[words.index("--database") + 1]).database_path
-    assert target == sqlite_file, f"the suggested command backs up {target}, not {sqlite_file}"
+    assert words == ["mv", str(sqlite_file), str(tmp_path / "memory.db")]
+    assert Settings(file_path=words[2]).database_path == tmp_path / "memory.db"
+    with pytest.raises(ValueError):
+        graph_memory_command("backup", "DEST", database=sqlite_file)
 
 
 def test_bad_utf8_offers_skip_invalid(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

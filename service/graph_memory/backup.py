@@ -13,6 +13,7 @@ only read the database (and its folder) can back it up, and no file beside it is
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import time
 from collections.abc import Callable
@@ -133,9 +134,8 @@ def destination(dest: str | os.PathLike[str], source: Path, now: datetime | None
     suffix ``_2``, ``_3``, … (``memory-20261201-150101_2.db``): a generated name never points at
     an existing backup, with or without ``force``. ``_`` sorts after ``.``, so a listing by name
     stays in creation order."""
-    text = os.fspath(dest)
-    target = Path(text).expanduser().absolute()
-    if target.is_dir() or text.endswith(("/", os.sep)):
+    target = Path(os.fspath(dest)).expanduser().absolute()
+    if names_a_folder(dest):
         stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
         name = f"{source.stem}-{stamp}"
         candidate = target / f"{name}.db"
@@ -145,6 +145,13 @@ def destination(dest: str | os.PathLike[str], source: Path, now: datetime | None
             candidate = target / f"{name}_{suffix}.db"
         return candidate
     return target
+
+
+def names_a_folder(dest: str | os.PathLike[str]) -> bool:
+    """True when ``dest`` is a directory or ends with a path separator: the backup then gets a
+    time-stamped name of its own inside it (:func:`destination`)."""
+    text = os.fspath(dest)
+    return text.endswith(("/", os.sep)) or Path(text).expanduser().is_dir()
 
 
 def backup_database(source: str | os.PathLike[str], dest: str | os.PathLike[str], *, force: bool = False,
@@ -163,6 +170,7 @@ def backup_database(source: str | os.PathLike[str], dest: str | os.PathLike[str]
     """
     src_path = Path(source).expanduser().absolute()
     check_database_path(src_path, must_exist=True)
+    generated = names_a_folder(dest)
     target = destination(dest, src_path)
     if target.exists():
         if target.is_dir() or os.path.samefile(target, src_path):
@@ -182,7 +190,10 @@ def backup_database(source: str | os.PathLike[str], dest: str | os.PathLike[str]
         version, counts = _verify(tmp, target, src_path)
         os.chmod(tmp, src_path.stat().st_mode & 0o777)
         _fsync(tmp)
-        _publish(tmp, target, force)
+        if generated:
+            target = _publish_new(tmp, target)
+        else:
+            _publish(tmp, target, force)
     except BaseException:
         for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
             leftover.unlink(missing_ok=True)
@@ -255,6 +266,31 @@ def _fsync(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _publish_new(tmp: Path, target: Path) -> Path:
+    """Put the verified copy at ``target`` or, when another backup took that generated name
+    meanwhile (two backups in one second: cron and a manual one), at the next free ``_N`` name;
+    never replaces a file. Returns the name used."""
+    base = re.sub(r"_\d+$", "", target.stem)
+    number = int(target.stem[len(base) + 1:] or 1)
+    candidate = target
+    while True:
+        try:
+            try:
+                os.link(tmp, candidate)
+            except FileExistsError:
+                raise
+            except OSError:  # no hard links on this file system: reserve the name, then rename
+                os.close(os.open(candidate, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                os.replace(tmp, candidate)
+                return candidate
+        except FileExistsError:
+            number += 1
+            candidate = target.with_name(f"{base}_{number}{target.suffix}")
+            continue
+        tmp.unlink()
+        return candidate
 
 
 def _publish(tmp: Path, target: Path, force: bool) -> None:

@@ -95,7 +95,8 @@ def _with_path_origin(exc: GraphError, args: argparse.Namespace) -> str:
     # A path counts when it is not just the start of a longer one (…/y, not …/y/other.jsonl).
     names = {str(settings.file_path), str(settings.database_path), str(settings.database_path.parent)}
     if any(re.search(re.escape(name) + r"(?![\\/\w.-])", message) for name in names):
-        return f"{message} ({note})"
+        # On a line of its own: a message may end with a command to copy up to the end of its line.
+        return f"{message}\ngraph-memory: note: {note}"
     return message
 
 
@@ -153,7 +154,7 @@ def _open_current(settings: Settings) -> Store:
     try:
         state = migrations.status(store.conn, str(store.path))
         if state.pending and state.version > 0:
-            raise GraphError(f"database {path} has {len(state.pending)} pending migration(s); "
+            raise GraphError(f"database {path} has {plural(len(state.pending), 'pending migration')}; "
                              f"first run: {graph_memory_command('migrate', database=path)}")
     except BaseException:
         store.close()
@@ -320,7 +321,7 @@ def cmd_healthcheck(args: argparse.Namespace) -> int:
     finally:
         store.close()
     if state.pending:
-        print(f"unhealthy: {len(state.pending)} migration(s) pending on {store.path}; run: "
+        print(f"unhealthy: {plural(len(state.pending), 'migration')} pending on {store.path}; run: "
               f"{graph_memory_command('migrate', database=store.path)}", file=sys.stderr)
         return EXIT_ERROR
     if settings.transport == "http":
@@ -341,14 +342,15 @@ def cmd_import(args: argparse.Namespace) -> int:
         return cmd_discover(args)
     settings = _settings(args)
     from graph_memory.importer import FileState, load_graph, plan_graph
-    from graph_memory.legacy import read_legacy
+    from graph_memory.legacy import parse_legacy
     from graph_memory.store import Store
 
-    # Read the whole file first: a refused file never opens (or creates) the database. Its state
-    # for the import record is taken before (a change meanwhile shows as changed at the next start).
+    # Read the whole file first, once (it may be a pipe): a refused file never opens (or creates)
+    # the database, and the import record describes exactly the bytes imported.
     try:
-        state = None if args.dry_run else FileState.of(args.file)
-        legacy = read_legacy(args.file, skip_invalid=args.skip_invalid)
+        state, data = FileState.read(args.file)
+        legacy = parse_legacy(data, skip_invalid=args.skip_invalid, path=args.file)
+        del data
     except LegacyFormatError as exc:
         skipping = graph_memory_command("import", "--skip-invalid", Path(args.file).absolute(),
                                         database=settings.database_path)
@@ -459,7 +461,7 @@ def cmd_export(args: argparse.Namespace) -> int:
           file=sys.stderr)
     if weighted and not args.with_weights:
         print(f"note: {plural(weighted, 'relation weight')} {'was' if weighted == 1 else 'were'} not written "
-              f"(the reference format has no weight); add --with-weights to keep them",
+              f"(the reference format has no weight); add --with-weights to keep {'it' if weighted == 1 else 'them'}",
               file=sys.stderr)
     return EXIT_OK
 

@@ -18,6 +18,8 @@ package folder ends up:
   node_modules`` (Homebrew on Apple silicon), ``~/.npm-global`` and ``~/.local`` (the usual user
   prefixes), every nvm Node (``$NVM_DIR`` or ``~/.nvm``, ``versions/node/*``), Volta's package
   image, fnm's Node versions, ``%AppData%/npm/node_modules`` and nvm-windows' versions.
+* **a local install**: ``./node_modules/@modelcontextprotocol/server-memory/dist/`` of the working
+  folder (npx run inside a project that installed the package uses that copy).
 * **Docker**: the image's working folder is ``/app/dist``, where the reference README mounts the
   volume (``-v claude-memory:/app/dist``); graph-memory's own image sees it when mounted there too.
 
@@ -122,6 +124,8 @@ def reference_places(env: NodePackagePlaces | None = None, home: Path | None = N
     ]
     places = [Place("npx cache", f"{cache}/_npx/*/{_PACKAGE_DIST}") for cache in _unique(caches)]
     places += [Place("global install", f"{root}/{_GLOBAL_DIST}") for root in _unique(roots)]
+    # npx run inside a project that has the package installed uses that local copy.
+    places.append(Place("local install", f"{Path.cwd()}/{_PACKAGE_DIST}"))
     places.append(Place("Docker volume", "/app/dist"))
     return places
 

@@ -22,9 +22,16 @@ def graph_memory_command(*args: str | os.PathLike[str], database: str | os.PathL
         database: the database the command is about; made absolute. None only where no path is
             known: the placeholder ``DB`` then stands for it.
 
+    Raises:
+        ValueError: ``database`` ends in ``.jsonl``/``.json`` (such a ``--database`` names a
+            legacy file, and the command would act on its sibling ``.db``).
+
     Returns:
         The words joined by spaces, each quoted with :func:`shlex.quote` where the shell needs it.
     """
+    if database is not None and Path(database).suffix.lower() in (".jsonl", ".json"):
+        # --database x.jsonl names a legacy file whose database is x.db: never the file meant.
+        raise ValueError(f"{database} cannot be named as a database with --database")
     target = "DB" if database is None else str(Path(database).absolute())
     words = ["graph-memory", *(os.fspath(a) for a in args), "--database", target]
     return shlex.join(words)

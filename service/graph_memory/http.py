@@ -69,6 +69,7 @@ from graph_memory import migrations
 from graph_memory.errors import GraphError, MigrationError
 from graph_memory.logs import get_logger
 from graph_memory.surrogates import RepairLoneSurrogates
+from graph_memory.wording import plural
 
 if TYPE_CHECKING:
     from graph_memory.settings import Settings
@@ -108,7 +109,7 @@ def readiness(store: Store, known: list[migrations.Migration] | None = None) -> 
         log.warning("not_ready", reason=repr(exc))
         return False, "database unavailable", None
     if state.pending:
-        return False, f"{len(state.pending)} migration(s) pending", state.version
+        return False, f"{plural(len(state.pending), 'migration')} pending", state.version
     return True, "ready", state.version
 
 

@@ -19,17 +19,19 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
 import apsw
 
+from graph_memory import graph
 from graph_memory.errors import GraphError
 from graph_memory.hints import graph_memory_command
-from graph_memory.legacy import LegacyGraph, read_legacy, write_legacy
+from graph_memory.legacy import LegacyGraph, parse_legacy, write_legacy
 from graph_memory.logs import get_logger
 from graph_memory.models import Entity, Relation
 from graph_memory.store import Store
@@ -288,8 +290,8 @@ def import_file(store: Store, path: str | os.PathLike[str], *, skip_invalid: boo
         LegacyFormatError: the file cannot be imported as it is (nothing was written).
         StoreError: the database could not be written (nothing was).
     """
-    state = None if dry_run else FileState.of(path)
-    legacy = read_legacy(path, skip_invalid=skip_invalid)
+    state, data = FileState.read(path)
+    legacy = parse_legacy(data, skip_invalid=skip_invalid, path=os.fspath(path))
     if dry_run:
         return plan_graph(store, legacy, source=os.fspath(path))
     return load_graph(store, legacy, source=os.fspath(path), progress=progress, record=state)
@@ -312,31 +314,62 @@ class FileState:
 
     @classmethod
     def of(cls, path: str | os.PathLike[str]) -> FileState:
-        """Stat and hash ``path`` (read once, in 1 MiB chunks).
-
-        Taken *before* an import reads the file: a change between the two makes the record differ
-        from the file, so the next start warns (and a merge of an unchanged file adds nothing).
+        """Stat and hash ``path`` (read once, in 1 MiB chunks), for comparing a file with its
+        record. An import uses :meth:`read`, which hashes the very bytes it imports.
 
         Raises:
             LegacyFormatError: the file cannot be read.
         """
-        from graph_memory.errors import LegacyFormatError
-
-        name = str(Path(path).absolute())
         digest = hashlib.sha256()
-        try:
-            with open(name, "rb") as handle:
-                stat = os.fstat(handle.fileno())
-                while chunk := handle.read(_HASH_CHUNK):
-                    digest.update(chunk)
-        except OSError as exc:
-            raise LegacyFormatError(f"cannot read the file: {exc.strerror or exc}", path=name) from exc
+        with _opened(path) as (name, handle):
+            stat = os.fstat(handle.fileno())
+            while chunk := handle.read(_HASH_CHUNK):
+                digest.update(chunk)
         return cls(name, stat.st_size, digest.hexdigest(), stat.st_mtime_ns)
+
+    @classmethod
+    def read(cls, path: str | os.PathLike[str]) -> tuple[FileState, bytes]:
+        """The file's state and its bytes, read once: what is recorded is exactly what is parsed
+        and imported, also when ``path`` is a pipe (``/dev/stdin``, ``<(…)``), which can be read
+        only once (its size is then the bytes read).
+
+        Raises:
+            LegacyFormatError: the file cannot be read.
+        """
+        with _opened(path) as (name, handle):
+            stat = os.fstat(handle.fileno())
+            data = handle.read()
+        return cls(name, len(data), hashlib.sha256(data).hexdigest(), stat.st_mtime_ns), data
 
     @property
     def mtime(self) -> str:
         """The modification time as ISO 8601 UTC (microseconds)."""
         return _iso(self.mtime_ns)
+
+
+def record_path(path: str | os.PathLike[str]) -> str:
+    """The name a legacy file is recorded under: its real path (symbolic links resolved, so
+    two spellings of one file share their records), or the absolute path as given for what is
+    not a regular file (a pipe)."""
+    given = Path(path).absolute()
+    try:
+        real = given.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return str(given)
+    return str(real) if real.is_file() else str(given)
+
+
+@contextmanager
+def _opened(path: str | os.PathLike[str]) -> Iterator[tuple[str, BinaryIO]]:
+    """``(record_path(path), binary handle)``; an OSError becomes LegacyFormatError."""
+    from graph_memory.errors import LegacyFormatError
+
+    name = record_path(path)
+    try:
+        with open(os.fspath(path), "rb") as handle:
+            yield name, handle
+    except OSError as exc:
+        raise LegacyFormatError(f"cannot read the file: {exc.strerror or exc}", path=name) from exc
 
 
 def _iso(ns: int) -> str:
@@ -476,13 +509,14 @@ def first_start_import(store: Store, candidates: list[Path], *,
     if action == "baseline":
         try:
             _record_baseline(store, FileState.of(legacy_path))
+            warn_if_legacy_file_changed(store, legacy_path)
         except GraphError as exc:  # e.g. an unreadable file: the next start tries again
             log.warning("legacy_file_not_checked", path=str(legacy_path), database=str(store.path),
                         error=str(exc)[:500])
         return None
-    state = FileState.of(legacy_path)
+    state, data = FileState.read(legacy_path)
     log.info("legacy_import_started", path=state.path, database=str(store.path), bytes=state.size_bytes)
-    legacy = read_legacy(legacy_path)
+    legacy = parse_legacy(data, path=str(legacy_path))
     report = _load(store, legacy, source=str(legacy_path), progress=progress, first_start=True, record=state)
     if report is None:
         log.info("legacy_import_skipped", path=str(legacy_path), database=str(store.path),
@@ -536,14 +570,14 @@ def warn_if_legacy_file_changed(store: Store, legacy_path: Path) -> str | None:
         The warning's event name (``legacy_file_changed`` or ``legacy_file_not_imported``), or
         None when the file is as recorded.
     """
-    path = str(legacy_path.absolute())
+    path = record_path(legacy_path)
     latest = store.run_read(lambda conn: _latest_record(conn, path))
     try:
         stat = legacy_path.stat()
     except OSError:
         return None
     if latest is not None and (latest.size_bytes, latest.mtime_ns) == (stat.st_size, stat.st_mtime_ns):
-        return None
+        return _warn_if_baseline_never_merged(store, latest, path)
     state = FileState.of(path)
     command = graph_memory_command("import", path, database=store.path)
     if latest is None:
@@ -554,7 +588,7 @@ def warn_if_legacy_file_changed(store: Store, legacy_path: Path) -> str | None:
                     merge_command=command)
         return "legacy_file_not_imported"
     if latest.sha256 == state.sha256:
-        return None  # touched, same bytes
+        return _warn_if_baseline_never_merged(store, latest, path)  # touched, same bytes
     newer = latest.mtime_ns is not None and state.mtime_ns > latest.mtime_ns
     log.warning("legacy_file_changed", path=path, database=str(store.path), recorded_kind=latest.kind,
                 recorded_at=latest.recorded_at, recorded_size_bytes=latest.size_bytes, recorded_mtime=latest.mtime,
@@ -565,6 +599,23 @@ def warn_if_legacy_file_changed(store: Store, legacy_path: Path) -> str | None:
                         f"what they lack) run: {command}",
                 merge_command=command)
     return "legacy_file_changed"
+
+
+def _warn_if_baseline_never_merged(store: Store, latest: ImportRecord, path: str) -> str | None:
+    """An upgraded database (its legacy file recorded as a ``baseline``, never imported by this
+    version) that holds nothing while the file holds something: perhaps its old version never
+    got to import the file (a bad line that was fixed since), perhaps everything was deleted on
+    purpose; it cannot be told, so the file is not imported, but each start says so."""
+    if latest.kind != "baseline" or not latest.size_bytes or not store.run_read(graph.is_empty):
+        return None
+    command = graph_memory_command("import", path, database=store.path)
+    log.warning("legacy_file_not_imported", path=path, database=str(store.path), size_bytes=latest.size_bytes,
+                message=f"the database {store.path} is empty and the legacy file {path} was never imported into "
+                        f"it by this version (the database was created by an older one, so its file is not "
+                        f"imported automatically). To import it run: {command} (if you emptied the memory on "
+                        f"purpose, move the file away and this message stops)",
+                merge_command=command)
+    return "legacy_file_not_imported"
 
 
 # -- export --------------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from graph_memory.errors import LegacyFormatError
-from graph_memory.hints import graph_memory_command
+from graph_memory.hints import graph_memory_command, shell_quote
 from graph_memory.models import DEFAULT_WEIGHT, Entity, Relation
 from graph_memory.surrogates import replace_in_value
 
@@ -398,9 +398,16 @@ def parse_legacy(data: bytes, *, skip_invalid: bool = False, path: str | None = 
     Rules: docs/INTERFACE.md "Legacy JSONL" and the reference server's ``loadGraph``.
     """
     if data.startswith(_SQLITE_HEADER):
-        raise LegacyFormatError("this is a SQLite database, not a reference-server memory file; to copy "
-                                f"a database use: {graph_memory_command('backup', 'DEST', database=path)}",
-                                path=path)
+        if path is not None and os.path.splitext(path)[1].lower() not in (".jsonl", ".json"):
+            raise LegacyFormatError("this is a SQLite database, not a reference-server memory file; to copy "
+                                    f"a database use: {graph_memory_command('backup', 'DEST', database=path)}",
+                                    path=path)
+        # No command can name this file as a database: a .jsonl/.json --database names a legacy
+        # file (its database is the sibling .db), so the way out is a .db name.
+        raise LegacyFormatError("this is a SQLite database, not a reference-server memory file. If it is a "
+                                "graph-memory database, give it a name ending in .db (e.g. mv "
+                                f"{shell_quote(path or 'FILE')} {shell_quote(_db_name(path))}) and point "
+                                "MEMORY_FILE_PATH (or --database) at that name", path=path)
     builder = _Builder(skip_invalid, path)
     try:
         text = data.decode("utf-8")
@@ -412,6 +419,7 @@ def parse_legacy(data: bytes, *, skip_invalid: bool = False, path: str | None = 
                 path=path,
                 line=data.count(b"\n", 0, exc.start) + 1,
                 offset=exc.start,
+                skippable=True,  # --skip-invalid skips that line only
             ) from None
         return _parse_lines(_split_bytes(data, builder), builder)
     text = text.removeprefix(_BOM)
@@ -419,6 +427,14 @@ def parse_legacy(data: bytes, *, skip_invalid: bool = False, path: str | None = 
     if doc is not None:
         return _parse_document(builder.replace_surrogates(doc) if "\\u" in text else doc, builder)
     return _parse_lines(_split_text(text), builder)
+
+
+def _db_name(path: str | None) -> str:
+    """``memory.jsonl`` → ``memory.db`` (``memory.jsonl.db`` when that sibling exists already)."""
+    if path is None:
+        return "memory.db"
+    target = os.path.splitext(path)[0] + ".db"
+    return path + ".db" if os.path.exists(target) else target
 
 
 def read_legacy(path: str | os.PathLike[str], *, skip_invalid: bool = False) -> LegacyGraph:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Literal
+import weakref
+from typing import Any, Literal
 
 import structlog
 
@@ -49,6 +50,8 @@ def configure_logging(level: str = "info", fmt: Literal["json", "console"] = "js
             structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer,
         ])
     )
+    for proxy in _loggers:  # forget what each logger cached of the previous configuration
+        proxy.__dict__.pop("bind", None)
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
@@ -60,7 +63,13 @@ def configure_logging(level: str = "info", fmt: Literal["json", "console"] = "js
             logging.getLogger(noisy).setLevel(max(numeric, logging.WARNING))
 
 
+# Every logger handed out: each caches its configuration at its first use (a lazy proxy replaces
+# its own ``bind``), which configure_logging undoes, so that its last call wins for all of them.
+_loggers: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
 def get_logger(name: str) -> structlog.stdlib.BoundLogger:
     """A structlog logger named ``name`` (e.g. ``graph_memory.store``)."""
     logger: structlog.stdlib.BoundLogger = structlog.stdlib.get_logger(name)
+    _loggers.add(logger)
     return logger

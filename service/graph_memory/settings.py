@@ -40,7 +40,9 @@ class Settings(BaseSettings):
     working directory at start, ``~`` expands to the home folder.
     """
 
-    model_config = SettingsConfigDict(env_prefix="MEMORY_", extra="ignore", frozen=True)
+    # An empty variable (`"env": {"MEMORY_FILE_PATH": ""}`, compose's unset `${VAR}`) means unset, as for
+    # the reference server (`if (process.env.MEMORY_FILE_PATH)`).
+    model_config = SettingsConfigDict(env_prefix="MEMORY_", extra="ignore", frozen=True, env_ignore_empty=True)
 
     # The file path as given when it was relative, and the folder it was resolved against: messages
     # about the path say so, because the reference server resolved the same value elsewhere.
