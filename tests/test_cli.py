@@ -21,14 +21,15 @@ from typing import Any
 import apsw
 import pytest
 
-from graph_memory import backup, cli, graph, migrations
-from graph_memory.backup import backup_database, destination
+from graph_memory import cli
+from graph_memory.db import backup, graph, migrations
+from graph_memory.db.backup import backup_database, destination
+from graph_memory.db.store import Store
 from graph_memory.errors import GraphError, StoreError
 from graph_memory.importer import load_graph
 from graph_memory.legacy import LegacyGraph
 from graph_memory.logs import configure_logging
 from graph_memory.models import Entity, Relation
-from graph_memory.store import Store
 
 COMMANDS = {"serve", "import", "export", "backup", "stats", "migrate", "healthcheck"}
 SCRIPT = Path(sys.executable).with_name("graph-memory")

@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 
-from graph_memory import cli, graph
+from graph_memory import cli
+from graph_memory.db import graph
+from graph_memory.db.store import Store
 from graph_memory.errors import LegacyFormatError, StoreError
 from graph_memory.importer import ImportReport, import_file, load_graph, plan_graph
 from graph_memory.legacy import LegacyGraph, read_legacy
 from graph_memory.logs import configure_logging
 from graph_memory.models import Entity, Relation
-from graph_memory.store import Store
 
 from helpers import sample_path
 

@@ -18,12 +18,12 @@ import anyio
 import apsw
 import pytest
 
-from graph_memory import graph, search
-from graph_memory import store as store_module
+from graph_memory.db import graph, search
+from graph_memory.db import store as store_module
+from graph_memory.db.store import Store, catch_up_search_index
 from graph_memory.errors import GraphError
 from graph_memory.models import Entity
 from graph_memory.server import IdleCatchUp
-from graph_memory.store import Store, catch_up_search_index
 from graph_memory.tools import TOOLS, Memory
 
 SPECS = {spec.name: spec for spec in TOOLS}

@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from graph_memory import graph, search, tools
+from graph_memory import tools
+from graph_memory.db import graph, search
+from graph_memory.db.store import Store, batched_search_sync
 from graph_memory.errors import InvalidInput
 from graph_memory.models import Entity
-from graph_memory.store import Store, batched_search_sync
 from graph_memory.tools import TOOLS, Memory
 from graph_memory.typed import load_typed_tools
 

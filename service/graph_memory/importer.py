@@ -27,12 +27,12 @@ from typing import Any, Protocol
 
 import apsw
 
+from graph_memory.db.store import Store
 from graph_memory.errors import GraphError
 from graph_memory.hints import graph_memory_command
 from graph_memory.legacy import LegacyGraph, read_legacy, write_legacy
 from graph_memory.logs import get_logger
 from graph_memory.models import Entity, Relation
-from graph_memory.store import Store
 from graph_memory.wording import plural
 
 log = get_logger("graph_memory.importer")

@@ -33,11 +33,12 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated, ServerEvent
 from mcp.shared.exceptions import MCPError
 
-from graph_memory import graph, package_version
+from graph_memory import package_version
+from graph_memory.db import graph
+from graph_memory.db.store import Store, graph_version, search_index_behind
 from graph_memory.errors import GraphError
 from graph_memory.logs import get_logger
 from graph_memory.request_params import explain_invalid_params
-from graph_memory.store import Store, graph_version, search_index_behind
 from graph_memory.tools import TOOLS, Memory, Outcome, ToolSpec
 
 GRAPH_URI = "memory://knowledge-graph"

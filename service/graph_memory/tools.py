@@ -15,12 +15,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
-from graph_memory import graph, search
+from graph_memory.db import graph, search
+from graph_memory.db.store import Store, batched_search_sync
 from graph_memory.errors import InvalidInput
 from graph_memory.jsontext import dumps_indent2
 from graph_memory.models import DEFAULT_WEIGHT, Entity, GraphSlice, Relation
 from graph_memory.settings import Settings
-from graph_memory.store import Store, batched_search_sync
 
 # -- advertised JSON schemas ----------------------------------------------------------------------
 

@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 import apsw
 
-from graph_memory import graph
+from graph_memory.db import graph
 from graph_memory.errors import Conflict, EntityNotFound, InvalidInput, SchemaError
 from graph_memory.logs import get_logger
 from graph_memory.models import Entity, Relation

@@ -26,11 +26,11 @@ from typing import TypeVar, cast
 
 import apsw
 
-from graph_memory import migrations
+from graph_memory.db import migrations
+from graph_memory.db.paths import check_database_path
 from graph_memory.errors import GraphError, StoreError
 from graph_memory.hints import graph_memory_command, shell_quote
 from graph_memory.logs import get_logger
-from graph_memory.paths import check_database_path
 
 T = TypeVar("T")
 log = get_logger("graph_memory.store")
@@ -176,7 +176,7 @@ class Store:
             check_history: refuse an edited or newer migration history (a backup copies any).
 
         Raises:
-            StoreError: no file, an odd path (:func:`~graph_memory.paths.check_database_path`),
+            StoreError: no file, an odd path (:func:`~graph_memory.db.paths.check_database_path`),
                 not SQLite, another program's database, unreadable as described above.
             MigrationError: ``check_history`` and the migration history is edited or newer
                 than this code.
@@ -354,7 +354,7 @@ class Store:
         transaction of its own, then ``operation`` runs on a fresh snapshot. When the catch-up
         cannot run now (another process holds the write lock for more than
         ``SEARCH_LOCK_WAIT_MS``, the disk is full) ``operation`` runs all the same:
-        :mod:`graph_memory.search` finds every committed write either way, the index only makes
+        :mod:`graph_memory.db.search` finds every committed write either way, the index only makes
         it faster.
 
         Raises:

@@ -1,11 +1,11 @@
 """The graph operations: what every tool does, one function each.
 
 Each function takes an apsw connection that is already inside the call's transaction (the server
-and CLI open it through :class:`~graph_memory.store.Store`), runs plain SQL, and returns value
+and CLI open it through :class:`~graph_memory.db.store.Store`), runs plain SQL, and returns value
 objects. Raising any :class:`~graph_memory.errors.GraphError` rolls the whole call back, so a
 rejected batch writes nothing. Semantics follow ``INTERFACE.md``, which follows the reference
 server (``@modelcontextprotocol/server-memory``) wherever it defines them. ``search_nodes`` lives
-in :mod:`graph_memory.search`, built on the loaders here (``_load_entities``, ``_slice``).
+in :mod:`graph_memory.db.search`, built on the loaders here (``_load_entities``, ``_slice``).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any, Literal, cast
 
 import apsw
 
+from graph_memory.db.store import batched_search_sync
 from graph_memory.errors import Conflict, EntityNotFound, RelationNotFound
 from graph_memory.models import Entity, GraphSlice, Relation
-from graph_memory.store import batched_search_sync
 from graph_memory.wording import plural
 
 

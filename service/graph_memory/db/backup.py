@@ -6,7 +6,7 @@ copy, and after a few restarts the rest is copied in one step (one read snapshot
 blocks no writer). The copy is written to a temporary file beside the destination, verified
 (``PRAGMA integrity_check`` and every FTS5 index's own integrity check) and only then renamed into
 place; an existing destination is replaced only when asked (``force``). Nothing is written to the
-source: it is opened read-only (:meth:`~graph_memory.store.Store.open_readonly`), so a user who can
+source: it is opened read-only (:meth:`~graph_memory.db.store.Store.open_readonly`), so a user who can
 only read the database (and its folder) can back it up, and no file beside it is created or changed.
 """
 
@@ -23,11 +23,11 @@ from typing import Any
 
 import apsw
 
+from graph_memory.db.paths import check_database_path
+from graph_memory.db.store import Store, integrity_problems
 from graph_memory.errors import GraphError, StoreError
 from graph_memory.hints import graph_memory_command, shell_quote
 from graph_memory.importer import fsync_directory
-from graph_memory.paths import check_database_path
-from graph_memory.store import Store, integrity_problems
 
 # Pages copied per backup step (4 MiB at the default page size) between chances for writers.
 PAGES_PER_STEP = 1024

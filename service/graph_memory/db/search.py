@@ -25,7 +25,7 @@ can make a search faster but never changes its result. Texts the index cannot an
 characters, or containing NUL) are found by scanning the documents.
 
 Writes do not update the index themselves: they queue the changed documents (``search_pending``,
-migration 0003) and the index catches up in batches (:func:`graph_memory.store.catch_up_search_index`;
+migration 0003) and the index catches up in batches (:func:`graph_memory.db.store.catch_up_search_index`;
 the server does it before each search). A search that still finds documents waiting — another
 process holds the write lock, the disk is full, or it was called inside a read transaction —
 searches the index without them plus a temporary index of just those documents (:func:`_indexes`),
@@ -39,10 +39,10 @@ from typing import Any, Literal, cast
 import apsw
 import apsw.fts5query as fq
 
+from graph_memory.db.graph import _fill_observations, _load_entities, _slice, _unique
+from graph_memory.db.store import search_index_behind
 from graph_memory.errors import InvalidQuery
-from graph_memory.graph import _fill_observations, _load_entities, _slice, _unique
 from graph_memory.models import Entity, GraphSlice
-from graph_memory.store import search_index_behind
 
 MAX_QUERY_LENGTH = 2048
 # The trigram index answers texts of at least this many characters (after lower-casing).
@@ -103,7 +103,7 @@ def _indexes(conn: apsw.Connection) -> tuple[tuple[str, str], ...]:
     up to date; else the index without the entities whose documents changed, plus a temporary
     index (connection-private, in memory) of those documents as they are now. Writes nothing to
     the database, so a search works while another process holds the write lock or the disk is
-    full; :meth:`~graph_memory.store.Store.run_search` normally catches the index up first."""
+    full; :meth:`~graph_memory.db.store.Store.run_search` normally catches the index up first."""
     if not search_index_behind(conn):
         return (_MAIN,)
     conn.execute(_BACKLOG_TABLE)
