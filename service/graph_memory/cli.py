@@ -204,7 +204,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     def stop() -> None:
         # Leave the file with its search index up to date (a later search would catch up anyway).
-        store.catch_up_search_index(wait_ms=0)
+        store.catch_up_when_idle()
         store.close()
         log.info("server_stopped", database=str(store.path))
 
@@ -582,10 +582,8 @@ def _human_size(size: float) -> str:
 def cmd_migrate(args: argparse.Namespace) -> int:
     """Apply pending migrations, or with --check only report them (exit status 3 when pending)."""
     settings = _settings(args)
-    import apsw
-
     from graph_memory.db import migrations
-    from graph_memory.db.store import Store, translate
+    from graph_memory.db.store import Store
 
     path = settings.database_path
     if args.check and not path.is_file():
@@ -603,10 +601,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
                 return EXIT_PENDING
             print(f"{path} is up to date at schema version {state.version}")
             return EXIT_OK
-        try:
-            applied = migrations.migrate(store.conn, str(path))
-        except apsw.Error as exc:
-            raise translate(exc, path) from exc
+        applied = store.migrate()
         final = migrations.status(store.conn, str(path))
     finally:
         store.close()

@@ -2,7 +2,8 @@
 
 ``store`` opens the file (pragmas, read/write transactions with retry) and holds the only
 apsw → :class:`~graph_memory.errors.StoreError` map (``translate``); ``migrations`` applies the
-numbered SQL files of ``migrations/``; ``graph`` and
+numbered SQL files of ``migrations/``; ``index`` owns the deferred full-text search index (the
+search document, its sync modes, catch-up, the backlog view and the idle policy); ``graph`` and
 ``search`` hold the SQL of the graph operations and of ``search_nodes``; ``backup`` copies and
 checks a database file through the store; ``paths`` vets a database path.
 
