@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from graph_memory.db.store import Store
 from graph_memory.importer import load_graph
 from graph_memory.legacy import LegacyGraph
 from graph_memory.models import Entity, Relation
-from graph_memory.store import Store
 
 SEED = 20261130
 OBSERVATIONS = 5

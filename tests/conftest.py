@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from graph_memory.db.store import Store
 from graph_memory.logs import configure_logging
 from graph_memory.server import build_server
-from graph_memory.store import Store
 from graph_memory.tools import Memory
 
 configure_logging("warning", "console")

@@ -21,14 +21,16 @@ from typing import Any
 import apsw
 import pytest
 
-from graph_memory import backup, cli, graph, migrations
-from graph_memory.backup import backup_database, destination
+from graph_memory import cli
+from graph_memory.db import backup, graph, migrations
+from graph_memory.db import store as store_module
+from graph_memory.db.backup import backup_database, destination
+from graph_memory.db.store import Store
 from graph_memory.errors import GraphError, StoreError
 from graph_memory.importer import load_graph
 from graph_memory.legacy import LegacyGraph
 from graph_memory.logs import configure_logging
 from graph_memory.models import Entity, Relation
-from graph_memory.store import Store
 
 COMMANDS = {"serve", "import", "export", "backup", "stats", "migrate", "healthcheck"}
 SCRIPT = Path(sys.executable).with_name("graph-memory")
@@ -341,7 +343,7 @@ def test_backup_includes_writes_still_in_the_write_ahead_log(db_path: Path, tmp_
 def test_a_copy_failing_its_integrity_check_is_deleted(db_path: Path, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     seed(db_path)
-    monkeypatch.setattr(backup, "integrity_problems", lambda conn: ["row 3 missing from index"])
+    monkeypatch.setattr(Store, "integrity_problems", lambda self: ["row 3 missing from index"])
     with pytest.raises(StoreError, match="failed its integrity check"):
         backup_database(db_path, tmp_path / "out" / "copy.db")
     assert list((tmp_path / "out").iterdir()) == []
@@ -386,9 +388,10 @@ def test_backup_while_another_connection_writes_gives_a_sound_consistent_copy(db
         thread.join()
         writer.close()
     assert written and result.counts.entities >= 303
-    conn = apsw.Connection(str(result.path))
+    copy = Store.open_as_is(result.path)
+    conn = copy.conn
     try:
-        assert backup.integrity_problems(conn) == []
+        assert copy.integrity_problems() == []
         # a consistent snapshot: no entity caught without its observations
         per_entity = {n for (n,) in conn.execute(
             "SELECT count(o.id) FROM entities e LEFT JOIN observations o ON o.entity_id = e.id "
@@ -413,7 +416,7 @@ def test_backup_restarts_when_the_source_changes_and_finishes_in_one_step_after_
         result = backup_database(db_path, tmp_path / "copy.db", pages_per_step=2, progress=write_between_steps)
     finally:
         writer.close()
-    assert result.restarts == backup._MAX_RESTARTS
+    assert result.restarts == store_module._MAX_RESTARTS
     assert steps[-1][0] == steps[-1][1] == result.pages
     # the last step copied everything at once, after the write that followed the step before it
     assert result.counts.entities == 203 + len(steps) - 1

@@ -18,12 +18,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graph_memory import cli, graph, importer
+from graph_memory import cli, importer
+from graph_memory.db import graph
+from graph_memory.db.store import Store
 from graph_memory.importer import load_graph
 from graph_memory.legacy import LegacyGraph
 from graph_memory.logs import configure_logging
 from graph_memory.models import Entity, Relation
-from graph_memory.store import Store
 
 from helpers import sample_path
 

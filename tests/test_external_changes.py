@@ -14,9 +14,9 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from graph_memory import graph
+from graph_memory.db import graph
+from graph_memory.db.store import Store
 from graph_memory.models import Entity
-from graph_memory.store import Store
 from test_stdio import EXE, handshake, run_session, server_env
 
 from helpers import call

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from graph_memory import graph
+from graph_memory.db import graph
+from graph_memory.db.store import Store
 from graph_memory.errors import LegacyFormatError
 from graph_memory.importer import first_start_import
 from graph_memory.logs import configure_logging
 from graph_memory.models import Entity
 from graph_memory.settings import Settings
-from graph_memory.store import Store
 
 SCRIPT = Path(sys.executable).with_name("graph-memory")
 GOOD = (b'{"type":"entity","name":"Alice","entityType":"person","observations":["likes tea","likes tea"]}\r\n'

@@ -32,7 +32,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-from graph_memory import migrations
+from graph_memory.db import migrations
+from graph_memory.db.store import Store
 from graph_memory.http import (
     AccessLog,
     BearerAuth,
@@ -43,7 +44,6 @@ from graph_memory.http import (
 )
 from graph_memory.server import GRAPH_URI, build_server
 from graph_memory.settings import Settings
-from graph_memory.store import Store
 from graph_memory.tools import Memory
 
 from helpers import call, names

@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 
-from graph_memory import cli, graph
+from graph_memory import cli
+from graph_memory.db import graph
+from graph_memory.db.store import Store
 from graph_memory.errors import LegacyFormatError, StoreError
-from graph_memory.importer import ImportReport, import_file, load_graph, plan_graph
-from graph_memory.legacy import LegacyGraph, read_legacy
+from graph_memory.importer import FileState, ImportReport, load_graph, plan_graph
+from graph_memory.legacy import LegacyGraph, parse_legacy, read_legacy
 from graph_memory.logs import configure_logging
 from graph_memory.models import Entity, Relation
-from graph_memory.store import Store
 
 from helpers import sample_path
 
@@ -29,6 +30,13 @@ def _quiet_logs() -> Any:
     """cli.main reconfigures logging onto the captured stderr; put the test default back."""
     yield
     configure_logging("warning", "console")
+
+
+def import_file(store: Store, path: Any, *, skip_invalid: bool = False) -> ImportReport:
+    """What ``graph-memory import PATH`` does: the file's state, read it, merge it (recorded)."""
+    state, data = FileState.read(path)
+    legacy = parse_legacy(data, skip_invalid=skip_invalid, path=str(path))
+    return load_graph(store, legacy, source=str(path), record=state)
 
 
 def line(obj: dict[str, Any]) -> str:

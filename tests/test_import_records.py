@@ -20,14 +20,15 @@ from typing import Any
 
 import pytest
 
-from graph_memory import cli, graph, importer, migrations
+from graph_memory import cli, importer
+from graph_memory.db import graph, migrations
+from graph_memory.db.store import Store
 from graph_memory.errors import LegacyFormatError
 from graph_memory.hints import graph_memory_command
 from graph_memory.importer import first_start_action, first_start_import, import_records
 from graph_memory.logs import configure_logging, get_logger
 from graph_memory.models import Entity, Relation
 from graph_memory.settings import Settings
-from graph_memory.store import Store
 
 SCRIPT = Path(sys.executable).with_name("graph-memory")
 GOOD = (b'{"type":"entity","name":"Alice","entityType":"person","observations":["likes tea"]}\n'

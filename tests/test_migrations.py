@@ -7,9 +7,9 @@ from pathlib import Path
 import apsw
 import pytest
 
-from graph_memory import migrations
+from graph_memory.db import migrations
+from graph_memory.db.store import Store
 from graph_memory.errors import MigrationError, StoreError
-from graph_memory.store import Store
 
 
 def ledger(path: Path) -> list[tuple[int, str, str]]:
@@ -96,7 +96,7 @@ def test_failing_migration_rolls_back_its_own_transaction(db_path: Path, monkeyp
 def test_migration_files_ship_inside_the_package() -> None:
     from importlib import resources
 
-    folder = resources.files("graph_memory").joinpath("migrations")
+    folder = resources.files("graph_memory.db").joinpath("migrations")
     assert folder.joinpath("0001_initial.sql").is_file()
 
 
@@ -118,7 +118,7 @@ def test_an_older_sqlite3_shell_can_read_the_database(db_path: Path) -> None:
     if shell is None:
         pytest.skip("no sqlite3 shell on this machine")
     store = Store.open(db_path)
-    from graph_memory import graph
+    from graph_memory.db import graph
     from graph_memory.models import Entity
 
     store.run_write(lambda conn: graph.create_entities(conn, [Entity("Ada", "person", ["wrote notes"])]))

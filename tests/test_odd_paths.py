@@ -24,11 +24,12 @@ from typing import Any
 import apsw
 import pytest
 
-from graph_memory import cli, graph
+from graph_memory import cli
+from graph_memory.db import graph
+from graph_memory.db.store import Store
 from graph_memory.errors import StoreError
 from graph_memory.logs import configure_logging
 from graph_memory.models import Entity, Relation
-from graph_memory.store import Store
 
 SCRIPT = Path(sys.executable).with_name("graph-memory")
 ROOT = os.geteuid() == 0

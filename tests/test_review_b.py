@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from graph_memory import backup, cli, graph, importer
+from graph_memory import cli, importer
+from graph_memory.db import backup, graph
+from graph_memory.db.store import Store
 from graph_memory.errors import LegacyFormatError
 from graph_memory.hints import graph_memory_command
 from graph_memory.legacy import read_legacy
 from graph_memory.logs import configure_logging
 from graph_memory.models import Entity
 from graph_memory.settings import Settings
-from graph_memory.store import Store
 
 LINE = b'{"type":"entity","name":"Alice","entityType":"person","observations":["likes tea"]}\n'
 
@@ -111,7 +112,8 @@ def test_merge_through_another_spelling_of_the_same_file_ends_the_warning(tmp_pa
         importer.first_start_import(store, settings.legacy_candidates)
         with (real / "memory.jsonl").open("ab") as handle:
             handle.write(b'{"type":"entity","name":"Carol","entityType":"person","observations":[]}\n')
-        importer.import_file(store, real / "memory.jsonl")   # the same file, by its real path
+        # the same file, by its real path
+        assert cli.main(["import", str(real / "memory.jsonl"), "--database", str(settings.database_path)]) == 0
         assert importer.warn_if_legacy_file_changed(store, settings.legacy_candidates[0]) is None
     finally:
         store.close()

@@ -18,12 +18,12 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from graph_memory import graph, search
+from graph_memory.db import graph, search
+from graph_memory.db.store import Store
 from graph_memory.errors import InvalidQuery
 from graph_memory.importer import load_graph
 from graph_memory.legacy import LegacyGraph, read_legacy
 from graph_memory.models import Entity, Relation
-from graph_memory.store import Store
 
 from helpers import sample_path
 

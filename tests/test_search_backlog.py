@@ -18,12 +18,11 @@ import anyio
 import apsw
 import pytest
 
-from graph_memory import graph, search
-from graph_memory import store as store_module
+from graph_memory.db import graph, index, search
+from graph_memory.db.store import Store
 from graph_memory.errors import GraphError
 from graph_memory.models import Entity
 from graph_memory.server import IdleCatchUp
-from graph_memory.store import Store, catch_up_search_index
 from graph_memory.tools import TOOLS, Memory
 
 SPECS = {spec.name: spec for spec in TOOLS}
@@ -114,14 +113,14 @@ def test_searches_with_a_backlog_find_exactly_what_they_find_once_it_is_indexed(
 
 
 def test_the_backlog_is_indexed_within_the_write_that_fills_it(memory: Memory, store: Store) -> None:
-    for i in range(store_module.SEARCH_BACKLOG - 1):
+    for i in range(index.SEARCH_BACKLOG - 1):
         run(memory, "create_entities", {"entities": [{"name": f"n{i}", "entityType": "t", "observations": ["o"]}]})
-    assert pending(store) == store_module.SEARCH_BACKLOG - 1
+    assert pending(store) == index.SEARCH_BACKLOG - 1
     # A write that changes no search document (relations) leaves the backlog as it is.
     run(memory, "create_relations", {"relations": [{"from": "n0", "to": "n1", "relationType": "knows"}]})
-    assert pending(store) == store_module.SEARCH_BACKLOG - 1
+    assert pending(store) == index.SEARCH_BACKLOG - 1
     run(memory, "add_observations", {"observations": [{"entityName": "n0", "contents": ["more"]}]})
-    assert pending(store) == store_module.SEARCH_BACKLOG - 1  # n0 was waiting already
+    assert pending(store) == index.SEARCH_BACKLOG - 1  # n0 was waiting already
     run(memory, "create_entities", {"entities": [{"name": "last", "entityType": "t", "observations": ["o"]}]})
     assert pending(store) == 0
     assert store.integrity_problems() == []
@@ -193,7 +192,7 @@ def test_a_full_disk_during_the_catch_up_reports_the_full_disk(memory: Memory, s
     run(memory, "create_entities", {"entities": [
         {"name": f"e{i}", "entityType": "t", "observations": ["x" * 3000 + f" big {i}"]} for i in range(100)]})
     store.catch_up_search_index()
-    for i in range(store_module.SEARCH_BACKLOG - 1):
+    for i in range(index.SEARCH_BACKLOG - 1):
         run(memory, "add_observations", {"observations": [
             {"entityName": f"e{i}", "contents": [f"w{i:03d} " + "y" * 3000]}]})
     store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -205,7 +204,7 @@ def test_a_full_disk_during_the_catch_up_reports_the_full_disk(memory: Memory, s
     # database error, and nothing of it is written.
     with pytest.raises(GraphError, match="is full; nothing of this call was written"):
         run(memory, "delete_entities", {"entityNames": ["e99"]})
-    assert pending(store) == store_module.SEARCH_BACKLOG - 1
+    assert pending(store) == index.SEARCH_BACKLOG - 1
     store.conn.execute("PRAGMA max_page_count = 1000000000")
     assert run(memory, "delete_entities", {"entityNames": ["e99"]})["deletedEntities"] == ["e99"]
     assert pending(store) == 0
@@ -240,7 +239,7 @@ def test_an_import_that_rebuilds_the_index_leaves_no_backlog(memory: Memory, sto
     run(memory, "create_entities", {"entities": [{"name": "Ada", "entityType": "person", "observations": ["tea"]}]})
 
     def bulk(conn: apsw.Connection) -> None:
-        with store.bulk_load(conn):
+        with index.rebuild(conn):
             graph.create_entities(conn, [Entity(f"b{i}", "t", [f"bulk {i}"]) for i in range(100)])
 
     store.run_write(bulk)
@@ -252,7 +251,7 @@ def test_an_import_that_rebuilds_the_index_leaves_no_backlog(memory: Memory, sto
 def test_catch_up_runs_in_a_savepoint_of_the_callers_transaction(memory: Memory, store: Store) -> None:
     run(memory, "create_entities", {"entities": [{"name": "Ada", "entityType": "person", "observations": ["tea"]}]})
     with pytest.raises(RuntimeError), store.write() as conn:
-        assert catch_up_search_index(conn) == 1
+        assert index.catch_up(conn) == 1
         raise RuntimeError("roll the whole call back")
     assert pending(store) == 1
     assert store.integrity_problems() == []

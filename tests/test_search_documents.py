@@ -1,8 +1,8 @@
 """The search documents and the FTS index stay exactly in step with the graph after every write.
 
 Adding writes take one of two paths: per-row triggers for small additions to existing entities,
-or store.batched_search_sync, which writes each touched document once (graph.create_entities
-always; add_observations from tools._BATCHED_SYNC_FROM observations, see tools._run_adding). Whichever path
+or index.batched, which writes each touched document once (graph.create_entities always;
+add_observations from index.BATCHED_SYNC_FROM observations, see index.sync_mode). Whichever path
 ran, each entity's document must equal the one a full rebuild would produce, the FTS5 index must
 pass its integrity check against the documents, and every observation must be found by search.
 """
@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from graph_memory import graph, search, tools
+from graph_memory.db import graph, index, search
+from graph_memory.db.store import Store
 from graph_memory.errors import InvalidInput
 from graph_memory.models import Entity
-from graph_memory.store import Store, batched_search_sync
 from graph_memory.tools import TOOLS, Memory
 from graph_memory.typed import load_typed_tools
 
@@ -46,10 +46,10 @@ def assert_index_matches_graph(store: Store) -> None:
             assert name in [e.name.lower() for e in hits.entities], (observation, name)
 
 
-@pytest.mark.parametrize("batched_from", [1, tools._BATCHED_SYNC_FROM, 10_000])
+@pytest.mark.parametrize("batched_from", [1, index.BATCHED_SYNC_FROM, 10_000])
 def test_documents_follow_every_adding_write(memory: Memory, store: Store, monkeypatch: pytest.MonkeyPatch,
                                              batched_from: int) -> None:
-    monkeypatch.setattr(tools, "_BATCHED_SYNC_FROM", batched_from)
+    monkeypatch.setattr(index, "BATCHED_SYNC_FROM", batched_from)
     run(memory, "create_entities", {"entities": [
         {"name": "Ada Łovelace", "entityType": "Person", "observations": ["Wrote the first PROGRAM", "İstanbul trip"]},
         {"name": "Bare", "entityType": "thing", "observations": []},
@@ -118,7 +118,7 @@ def test_batched_sync_inside_a_batch_or_bulk_load_leaves_the_documents_to_it(sto
     """create_entities inside an enclosing batch or a bulk load does not switch the per-row sync
     back on half-way: the enclosing one writes every document once, at its end."""
     def nested(conn: Any) -> None:
-        with batched_search_sync(conn):
+        with index.batched(conn):
             graph.create_entities(conn, [Entity("a", "t", ["first fact"])])
             assert conn.execute("SELECT enabled FROM search_sync").fetchall() == [(0,)]
             graph.add_observations(conn, [("a", ["second fact"])])
@@ -126,7 +126,7 @@ def test_batched_sync_inside_a_batch_or_bulk_load_leaves_the_documents_to_it(sto
     store.run_write(nested)
 
     def bulk(conn: Any) -> None:
-        with store.bulk_load(conn):
+        with index.rebuild(conn):
             graph.create_entities(conn, [Entity("b", "t", ["bulk fact"])])
             assert conn.execute("SELECT enabled FROM search_sync").fetchall() == [(0,)]
             assert conn.execute("SELECT count(*) FROM entity_search WHERE entity_id = 2").fetchall() == [(0,)]

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from graph_memory import graph, search
+from graph_memory.db import graph, search
+from graph_memory.db.store import Store
 from graph_memory.errors import InvalidQuery
 from graph_memory.models import Entity, GraphSlice, Relation
-from graph_memory.store import Store
 from test_search import GRAPH, query_for, replace_graph
 
 from helpers import call, call_error, names

@@ -172,7 +172,7 @@ def test_a_client_that_stops_reading_stdout_ends_the_session_without_a_traceback
         stderr = stderr_file.read().decode()
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr[-2000:]
     assert '"client_gone"' in stderr and '"server_stopped"' in stderr
-    from graph_memory.store import Store
+    from graph_memory.db.store import Store
 
     store = Store.open(db, migrate=False)
     try:  # whether or not the write ran before the session ended, the file is sound

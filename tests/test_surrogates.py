@@ -16,9 +16,9 @@ from typing import Any
 import httpx2
 import pytest
 
-from graph_memory import graph
+from graph_memory.db import graph
+from graph_memory.db.store import Store
 from graph_memory.legacy import parse_legacy, read_legacy
-from graph_memory.store import Store
 from graph_memory.surrogates import repair_json_bytes, repair_json_text, replace_in_value
 
 SCRIPT = Path(sys.executable).with_name("graph-memory")

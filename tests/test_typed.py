@@ -20,9 +20,9 @@ import pytest
 from mcp import Client
 
 from graph_memory import cli
+from graph_memory.db.store import Store
 from graph_memory.errors import SchemaError
 from graph_memory.server import build_server
-from graph_memory.store import Store
 from graph_memory.tools import Memory
 from graph_memory.typed import display_name, load_schemas, load_typed_tools
 

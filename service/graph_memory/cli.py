@@ -21,10 +21,10 @@ from graph_memory.hints import graph_memory_command
 from graph_memory.wording import plural
 
 if TYPE_CHECKING:
-    from graph_memory.backup import GraphCounts
+    from graph_memory.db.backup import GraphCounts
+    from graph_memory.db.store import Store
     from graph_memory.importer import ImportReport
     from graph_memory.settings import Settings
-    from graph_memory.store import Store
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PENDING = 0, 1, 2, 3
 # A progress bar appears only for work lasting longer than this (seconds), and only on a terminal.
@@ -71,7 +71,7 @@ def _settings(args: argparse.Namespace) -> Settings:
                         f"folder; {discover} finds the files it left there"}
         get_logger("graph_memory.cli").info("database_path_relative", database=str(settings.database_path),
                                             note=note, **(hint if given_by == "MEMORY_FILE_PATH" else {}))
-    from graph_memory.paths import check_configured_paths
+    from graph_memory.db.paths import check_configured_paths
 
     check_configured_paths(settings.file_path, settings.database_path)  # a folder, a FIFO… refused here
     return settings
@@ -129,7 +129,7 @@ class _Bar:
 
 def _existing_database(settings: Settings) -> Path:
     """The database path, refused when no file is there (read-only commands never create one)."""
-    from graph_memory.paths import check_database_path
+    from graph_memory.db.paths import check_database_path
 
     check_database_path(settings.database_path, must_exist=True)
     return settings.database_path
@@ -138,7 +138,7 @@ def _existing_database(settings: Settings) -> Path:
 def _open_readonly(settings: Settings) -> Store:
     """The existing database opened read-only (stats, export, healthcheck): works when this user
     can only read it, creates and changes nothing (:meth:`Store.open_readonly`)."""
-    from graph_memory.store import Store
+    from graph_memory.db.store import Store
 
     return Store.open_readonly(_existing_database(settings), busy_timeout_ms=settings.busy_timeout_ms)
 
@@ -147,7 +147,7 @@ def _open_current(settings: Settings) -> Store:
     """Open an existing database without migrating it (export, dry runs). One with older
     migrations applied is refused (this code reads the current schema only); one with none
     applied yet has no graph tables and reads as empty."""
-    from graph_memory import migrations
+    from graph_memory.db import migrations
 
     store = _open_readonly(settings)
     path = store.path
@@ -191,10 +191,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Open the database (migrating it, importing a legacy file on first start), then serve MCP."""
     return_large_buffers_to_the_os()
     settings = _settings(args)
+    from graph_memory.db.store import Store
     from graph_memory.discover import log_hint_if_reference_files
     from graph_memory.importer import first_start_action, first_start_import
     from graph_memory.logs import get_logger
-    from graph_memory.store import Store
     from graph_memory.typed import load_typed_tools
 
     log = get_logger("graph_memory.cli")
@@ -205,7 +205,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     def stop() -> None:
         # Leave the file with its search index up to date (a later search would catch up anyway).
-        store.catch_up_search_index(wait_ms=0)
+        store.catch_up_when_idle()
         store.close()
         log.info("server_stopped", database=str(store.path))
 
@@ -313,7 +313,7 @@ def _http_ready_problem(settings: Settings) -> str | None:
 def cmd_healthcheck(args: argparse.Namespace) -> int:
     """Exit 0 when the database opens and has every migration applied, else 1 with the reason."""
     settings = _settings(args)
-    from graph_memory import migrations
+    from graph_memory.db import migrations
 
     store = _open_readonly(settings)
     try:
@@ -341,9 +341,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     if args.discover or args.file is None:
         return cmd_discover(args)
     settings = _settings(args)
+    from graph_memory.db.store import Store
     from graph_memory.importer import FileState, load_graph, plan_graph
     from graph_memory.legacy import parse_legacy
-    from graph_memory.store import Store
 
     # Read the whole file first, once (it may be a pipe): a refused file never opens (or creates)
     # the database, and the import record describes exactly the bytes imported.
@@ -435,7 +435,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     with --with-weights, relation weights other than 1.0 too (a ``"weight"`` key that
     ``graph-memory import`` reads back)."""
     settings = _settings(args)
-    from graph_memory import graph
+    from graph_memory.db import graph
     from graph_memory.importer import export_file
     from graph_memory.legacy import write_legacy
     from graph_memory.models import GraphSlice
@@ -489,7 +489,7 @@ def _write_stdout(write: Callable[[Any], int]) -> None:
 def cmd_backup(args: argparse.Namespace) -> int:
     """Copy the database with SQLite's online backup API, verified, while a server may run."""
     settings = _settings(args)
-    from graph_memory.backup import backup_database
+    from graph_memory.db.backup import backup_database
 
     source = _existing_database(settings)
     with _Bar(None, "backing up", "page") as bar:
@@ -509,8 +509,8 @@ def cmd_backup(args: argparse.Namespace) -> int:
 def cmd_stats(args: argparse.Namespace) -> int:
     """Counts, size and schema version of the database."""
     settings = _settings(args)
-    from graph_memory import migrations
-    from graph_memory.backup import database_files, graph_counts
+    from graph_memory.db import migrations
+    from graph_memory.db.backup import database_files, graph_counts
     from graph_memory.importer import first_start_action, import_records
 
     store = _open_readonly(settings)
@@ -584,10 +584,8 @@ def _human_size(size: float) -> str:
 def cmd_migrate(args: argparse.Namespace) -> int:
     """Apply pending migrations, or with --check only report them (exit status 3 when pending)."""
     settings = _settings(args)
-    import apsw
-
-    from graph_memory import migrations
-    from graph_memory.store import Store, translate
+    from graph_memory.db import migrations
+    from graph_memory.db.store import Store
 
     path = settings.database_path
     if args.check and not path.is_file():
@@ -605,10 +603,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
                 return EXIT_PENDING
             print(f"{path} is up to date at schema version {state.version}")
             return EXIT_OK
-        try:
-            applied = migrations.migrate(store.conn, str(path))
-        except apsw.Error as exc:
-            raise translate(exc, path) from exc
+        applied = store.migrate()
         final = migrations.status(store.conn, str(path))
     finally:
         store.close()

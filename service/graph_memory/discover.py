@@ -48,7 +48,7 @@ from graph_memory.wording import plural
 if TYPE_CHECKING:
     from structlog.stdlib import BoundLogger
 
-    from graph_memory.store import Store
+    from graph_memory.db.store import Store
 
 PACKAGE = "@modelcontextprotocol/server-memory"
 _PACKAGE_DIST = f"node_modules/{PACKAGE}/dist"
@@ -265,7 +265,7 @@ def log_hint_if_reference_files(store: Store, log: BoundLogger) -> None:
 
     Never fails the start: a problem while looking is logged at ``debug`` and passed over.
     """
-    from graph_memory.graph import is_empty
+    from graph_memory.db.graph import is_empty
 
     try:
         if not store.run_read(is_empty):

@@ -65,15 +65,15 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from graph_memory import migrations
+from graph_memory.db import migrations
 from graph_memory.errors import GraphError, MigrationError
 from graph_memory.logs import get_logger
 from graph_memory.surrogates import RepairLoneSurrogates
 from graph_memory.wording import plural
 
 if TYPE_CHECKING:
+    from graph_memory.db.store import Store
     from graph_memory.settings import Settings
-    from graph_memory.store import Store
 
 MCP_PATH: Final = "/mcp"
 HEALTH_PATH: Final = "/healthz"

@@ -26,27 +26,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
-import apsw
-
-from graph_memory import graph
+from graph_memory.db import graph
+from graph_memory.db.paths import fsync_directory
+from graph_memory.db.store import Connection, Store
 from graph_memory.errors import GraphError
 from graph_memory.hints import graph_memory_command
 from graph_memory.legacy import LegacyGraph, parse_legacy, write_legacy
 from graph_memory.logs import get_logger
 from graph_memory.models import Entity, Relation
-from graph_memory.store import Store
 from graph_memory.wording import plural
 
 log = get_logger("graph_memory.importer")
 
-# Rebuilding the whole search index costs about as much per entity already in the database as
-# syncing it row by row costs per imported entity divided by this factor; above it, rebuild once.
-_BULK_FACTOR = 10
 # Observations buffered before one executemany; progress is reported every this many items.
 _FLUSH_ROWS = 10_000
 _PROGRESS_EVERY = 1_000
-# Page cache while importing, in KiB as SQLite's negative cache_size means (64 MiB, used only as needed).
-_IMPORT_CACHE_KIB = -65_536
 
 
 class Progress(Protocol):
@@ -119,45 +113,33 @@ class ImportReport:
                 **self.counts(), **{f"file_{k}": v for k, v in self.file.items()}}
 
 
-def _scalar(conn: apsw.Connection, sql: str, params: tuple[Any, ...] = ()) -> Any:
-    """The first column of the one row ``sql`` returns."""
-    row = conn.execute(sql, params).fetchone()
-    assert row is not None, sql
-    return row[0]
-
-
-_INSERT_ENTITY = "INSERT INTO entities (name, entity_type) VALUES (?, ?) ON CONFLICT (name) DO NOTHING RETURNING id"
-_FIND_ENTITY = "SELECT id, entity_type FROM entities WHERE name = ?"
-
-
 class _AlreadyImported(Exception):
     """Raised inside the first-start transaction when another process did the import first."""
 
 
-def _merge(conn: apsw.Connection, legacy: LegacyGraph, report: ImportReport, *, write: bool,
+def _merge(conn: Connection, legacy: LegacyGraph, report: ImportReport, *, write: bool,
            progress: Progress | None) -> None:
     """Decide, entity by entity and relation by relation, what the file adds; write it when
     ``write``. The decisions only read rows that exist before the call (the reader already merged
     duplicate names and triples), so a dry run and a real import count exactly alike."""
     pending: list[tuple[int, str]] = []
-    insert_observations = "INSERT INTO observations (entity_id, content) VALUES (?, ?)"
 
     def flush() -> None:
         if pending:
-            conn.executemany(insert_observations, pending)
+            graph.insert_observations(conn, pending)
             pending.clear()
 
     done = 0
     for entity in legacy.entities:
         found = None
         if write:  # one statement for a new entity; a conflict means it exists
-            row = conn.execute(_INSERT_ENTITY, (entity.name, entity.entity_type)).fetchone()
-            if row is None:
-                found = conn.execute(_FIND_ENTITY, (entity.name,)).fetchone()
+            created_id = graph.insert_entity(conn, entity.name, entity.entity_type)
+            if created_id is None:
+                found = graph.find_entity(conn, entity.name)
             else:
-                pending.extend((row[0], o) for o in entity.observations)
+                pending.extend((created_id, o) for o in entity.observations)
         else:
-            found = conn.execute(_FIND_ENTITY, (entity.name,)).fetchone()
+            found = graph.find_entity(conn, entity.name)
         if found is None:
             report.entities_created += 1
             report.observations_added += len(entity.observations)
@@ -166,8 +148,7 @@ def _merge(conn: apsw.Connection, legacy: LegacyGraph, report: ImportReport, *, 
             report.entities_merged += 1
             report.type_conflicts += entity_type != entity.entity_type
             if entity.observations:
-                have = {c for (c,) in conn.execute("SELECT content FROM observations WHERE entity_id = ?",
-                                                   (entity_id,))}
+                have = graph.observation_contents(conn, entity_id)
                 new = [o for o in entity.observations if o not in have]
                 report.observations_added += len(new)
                 if write:
@@ -179,14 +160,7 @@ def _merge(conn: apsw.Connection, legacy: LegacyGraph, report: ImportReport, *, 
             progress.advance(_PROGRESS_EVERY)
     flush()
     for relation in legacy.relations:
-        key = (relation.source, relation.target, relation.relation_type)
-        if write:
-            created = conn.execute(
-                "INSERT INTO relations (from_name, to_name, relation_type, weight) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT DO NOTHING RETURNING id", (*key, relation.weight)).fetchone() is not None
-        else:
-            created = conn.execute("SELECT 1 FROM relations WHERE from_name = ? AND to_name = ? "
-                                   "AND relation_type = ?", key).fetchone() is None
+        created = graph.insert_relation(conn, relation) if write else not graph.relation_exists(conn, relation)
         if created:
             report.relations_created += 1
         else:
@@ -203,7 +177,11 @@ def _load(store: Store, legacy: LegacyGraph, *, source: str, progress: Progress 
     """The import transaction. With ``first_start`` it runs only while the database still owes
     its first-start import (which it then clears), else returns None; with ``record`` it writes
     the import record (kind first_start or import) in the same transaction."""
-    def run(conn: apsw.Connection) -> ImportReport:
+    def indexing() -> None:
+        if progress:
+            progress.phase("indexing")
+
+    def run(conn: Connection) -> ImportReport:
         # A fresh report per attempt: run_write may retry the whole transaction when busy.
         report = ImportReport.for_graph(legacy, source=source, database=str(store.path), dry_run=False)
         # The first-start duty is cleared by whichever import comes first (a manual one included):
@@ -212,28 +190,17 @@ def _load(store: Store, legacy: LegacyGraph, *, source: str, progress: Progress 
             raise _AlreadyImported
         if progress:
             progress.phase("importing")
-        existing = _scalar(conn, "SELECT count(*) FROM entities")
-        if len(legacy.entities) * _BULK_FACTOR >= existing:
-            # Per-row search sync off; entity_search and the FTS index are rebuilt once on exit.
-            with store.bulk_load(conn):
-                _merge(conn, legacy, report, write=True, progress=progress)
-                if progress:
-                    progress.phase("indexing")
-        else:  # a small file into a large database: the triggers keep the index in sync
+        # The graph keeps the search index in step the cheapest way for a merge of this size.
+        with graph.merging(conn, len(legacy.entities), on_rebuild=indexing):
             _merge(conn, legacy, report, write=True, progress=progress)
         if record is not None:
             _insert_record(conn, "first_start" if first_start else "import", record, report)
         return report
 
-    # A larger page cache for the one big transaction: fewer dirty pages spilled to the WAL early.
-    previous = _scalar(store.conn, "PRAGMA cache_size")
-    store.conn.execute(f"PRAGMA cache_size = {_IMPORT_CACHE_KIB:d}")
     try:
-        return store.run_write(run)
+        return store.run_write(run, large=True)
     except _AlreadyImported:
         return None
-    finally:
-        store.conn.execute(f"PRAGMA cache_size = {int(previous):d}")
 
 
 def load_graph(store: Store, legacy: LegacyGraph, *, source: str, progress: Progress | None = None,
@@ -274,27 +241,11 @@ def plan_graph(store: Store | None, legacy: LegacyGraph, *, source: str, databas
         report.relations_created = len(legacy.relations)
         return report
 
-    def run(conn: apsw.Connection) -> None:
+    def run(conn: Connection) -> None:
         _merge(conn, legacy, report, write=False, progress=None)
 
     store.run_read(run)
     return report
-
-
-def import_file(store: Store, path: str | os.PathLike[str], *, skip_invalid: bool = False, dry_run: bool = False,
-                progress: Progress | None = None) -> ImportReport:
-    """Read ``path`` with the legacy reader, then :func:`load_graph` it, recorded as kind
-    ``import`` (or :func:`plan_graph` it for a dry run, which records nothing).
-
-    Raises:
-        LegacyFormatError: the file cannot be imported as it is (nothing was written).
-        StoreError: the database could not be written (nothing was).
-    """
-    state, data = FileState.read(path)
-    legacy = parse_legacy(data, skip_invalid=skip_invalid, path=os.fspath(path))
-    if dry_run:
-        return plan_graph(store, legacy, source=os.fspath(path))
-    return load_graph(store, legacy, source=os.fspath(path), progress=progress, record=state)
 
 
 # -- records of imports, and the first start -----------------------------------------------------
@@ -422,7 +373,7 @@ _RECORD_COLUMNS = ("kind, path, size_bytes, sha256, mtime, mtime_ns, entities, o
                    "recorded_at")
 
 
-def _insert_record(conn: apsw.Connection, kind: str, state: FileState, report: ImportReport | None) -> None:
+def _insert_record(conn: Connection, kind: str, state: FileState, report: ImportReport | None) -> None:
     counts = ((report.entities_created, report.observations_added, report.relations_created)
               if report is not None else (None, None, None))
     conn.execute("INSERT INTO legacy_imports (kind, path, size_bytes, sha256, mtime, mtime_ns, entities, "
@@ -430,25 +381,25 @@ def _insert_record(conn: apsw.Connection, kind: str, state: FileState, report: I
                  (kind, state.path, state.size_bytes, state.sha256, state.mtime, state.mtime_ns, *counts))
 
 
-def _take_first_start(conn: apsw.Connection, action: str) -> bool:
+def _take_first_start(conn: Connection, action: str) -> bool:
     """Clear the first-start duty ``action`` ('import' or 'baseline') inside the caller's write
     transaction; True when it was still owed (so this transaction is the one doing it)."""
     return conn.execute("UPDATE legacy_first_start SET action = NULL WHERE id = 1 AND action = ? RETURNING 1",
                         (action,)).fetchall() != []
 
 
-def _has_table(conn: apsw.Connection, name: str) -> bool:
+def _has_table(conn: Connection, name: str) -> bool:
     return conn.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", (name,)).fetchall() != []
 
 
-def import_records(conn: apsw.Connection) -> list[ImportRecord]:
+def import_records(conn: Connection) -> list[ImportRecord]:
     """Every import record, oldest first; empty for a database before migration 0004."""
     if not _has_table(conn, "legacy_imports"):
         return []
     return [ImportRecord(*row) for row in conn.execute(f"SELECT {_RECORD_COLUMNS} FROM legacy_imports ORDER BY id")]
 
 
-def first_start_action(conn: apsw.Connection) -> str | None:
+def first_start_action(conn: Connection) -> str | None:
     """What the next start still owes: 'import', 'baseline' or None (see migration 0004)."""
     if not _has_table(conn, "legacy_first_start"):
         return None
@@ -456,7 +407,7 @@ def first_start_action(conn: apsw.Connection) -> str | None:
     return str(rows[0][0]) if rows and rows[0][0] is not None else None
 
 
-def _latest_record(conn: apsw.Connection, path: str) -> ImportRecord | None:
+def _latest_record(conn: Connection, path: str) -> ImportRecord | None:
     row = conn.execute(f"SELECT {_RECORD_COLUMNS} FROM legacy_imports WHERE path = ? ORDER BY id DESC LIMIT 1",
                        (path,)).fetchone()
     return ImportRecord(*row) if row is not None else None
@@ -533,7 +484,7 @@ def _settle_without_file(store: Store) -> None:
     on its own. Best effort: a database that cannot be read or written here (damaged, locked)
     still starts and answers each tool call with the reason; the duty then waits for a later
     start."""
-    def run(conn: apsw.Connection) -> None:
+    def run(conn: Connection) -> None:
         _take_first_start(conn, "import") or _take_first_start(conn, "baseline")
 
     try:
@@ -546,7 +497,7 @@ def _settle_without_file(store: Store) -> None:
 def _record_baseline(store: Store, state: FileState) -> None:
     """The first start after the upgrade to 0004: record ``state`` unless the file has a record
     already (a ``graph-memory import`` of it ran since), clearing the duty."""
-    def run(conn: apsw.Connection) -> bool:
+    def run(conn: Connection) -> bool:
         if not _take_first_start(conn, "baseline"):
             return False
         if _latest_record(conn, state.path) is not None:
@@ -660,16 +611,3 @@ def export_file(path: str | os.PathLike[str], entities: Iterable[Entity], relati
     fsync_directory(target.parent)
     return count
 
-
-def fsync_directory(folder: Path) -> None:
-    """Make a rename inside ``folder`` durable (a no-op where directories cannot be opened)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

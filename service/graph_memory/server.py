@@ -27,17 +27,17 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 import anyio
-import apsw
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated, ServerEvent
 from mcp.shared.exceptions import MCPError
 
-from graph_memory import graph, package_version
+from graph_memory import package_version
+from graph_memory.db import graph, index
+from graph_memory.db.store import Store
 from graph_memory.errors import GraphError
 from graph_memory.logs import get_logger
 from graph_memory.request_params import explain_invalid_params
-from graph_memory.store import Store, graph_version, search_index_behind
 from graph_memory.tools import TOOLS, Memory, Outcome, ToolSpec
 
 GRAPH_URI = "memory://knowledge-graph"
@@ -94,24 +94,15 @@ class Subscribers:
                 self._by_connection.pop(key, None)
 
 
-# After a write, the FTS index catches up once no other write has come for this long (seconds),
-# so changed documents wait for it only while writes keep coming (store.catch_up_search_index).
-IDLE_CATCH_UP_SECONDS = 0.5
-# Between writes, how often the server looks for documents other processes left waiting (seconds):
-# e.g. a server of a version before migration 0003 still running beside this one, whose own
-# searches read the index alone.
-CATCH_UP_POLL_SECONDS = 5.0
-
-
 class IdleCatchUp:
-    """Brings the FTS index up to date in the background, on the event loop (asyncio) like every
-    call: ``delay`` seconds after the last write of this server, and every ``poll`` seconds for
-    what other processes left waiting. A search, a large enough backlog (store.SEARCH_BACKLOG) and
-    shutdown catch up too, so this only moves work off the calls. Never waits for the write lock
-    (another process holding it: the next round, or a search, catches up)."""
+    """The timer of the search index's idle policy (:mod:`graph_memory.db.index`), on the event
+    loop (asyncio) like every call: :meth:`Store.catch_up_when_idle` ``delay`` seconds after the
+    last write of this server, and every ``poll`` seconds for what other processes left waiting.
+    A search, a large enough backlog and shutdown catch up too, so this only moves work off the
+    calls."""
 
-    def __init__(self, store: Store, delay: float = IDLE_CATCH_UP_SECONDS,
-                 poll: float = CATCH_UP_POLL_SECONDS) -> None:
+    def __init__(self, store: Store, delay: float = index.IDLE_CATCH_UP_SECONDS,
+                 poll: float = index.CATCH_UP_POLL_SECONDS) -> None:
         self.store = store
         self.delay = delay
         self.poll = poll
@@ -139,14 +130,9 @@ class IdleCatchUp:
             self._handle = None
 
     def run(self) -> None:
-        """Catch up now if documents wait, without waiting for the write lock, then poll again
-        later; failures are logged, not raised."""
+        """Catch up now (:meth:`Store.catch_up_when_idle`: never raises), then poll again later."""
         self._handle = None
-        try:  # the look costs a one-row read; the catch-up itself never raises (wait_ms given)
-            if self.store.run_read(search_index_behind):
-                log.debug("search_index_caught_up", entities=self.store.catch_up_search_index(wait_ms=0))
-        except (GraphError, apsw.Error) as exc:  # e.g. the store was closed meanwhile
-            log.warning("search_index_catch_up_failed", error=str(exc)[:500])
+        self.store.catch_up_when_idle()
         self._schedule(self.poll)
 
 
@@ -194,10 +180,10 @@ class ExternalChanges:
         except RuntimeError:  # not on an asyncio loop: no polling (tool calls still notify)
             return
         try:
-            self._version = self._data_version()
-        except apsw.Error:  # e.g. busy during another process's WAL recovery: the first look sets it
+            self._version = self.store.data_version()
+        except GraphError:  # e.g. busy during another process's WAL recovery: the first look sets it
             self._version = None
-        self._graph = self._graph_version()
+        self._graph = self.store.graph_version()
         self._handle = loop.call_later(self.interval, self.look)
 
     def cancel(self) -> None:
@@ -214,15 +200,16 @@ class ExternalChanges:
         if not self.watching():
             return
         try:
-            version: int | None = self._data_version()
-        except apsw.ConnectionClosedError:
-            return
-        except apsw.Error as exc:
+            version = self.store.data_version()
+        except GraphError as exc:
             log.debug("external_change_look_failed", error=str(exc)[:200])
             version = self._version
+        else:
+            if version is None:  # the store was closed
+                return
         # With data_version unchanged no other connection committed, so a moved graph_version
         # is this server's own writes (notified by their calls): it only moves the baseline.
-        graph = self._graph_version()
+        graph = self.store.graph_version()
         if self._version is None or version == self._version:
             self._version = version
             self._graph = graph
@@ -237,19 +224,6 @@ class ExternalChanges:
                 self._tasks.add(task)  # keep a reference until it is done
                 task.add_done_callback(self._tasks.discard)
         self._handle = asyncio.get_running_loop().call_later(self.interval, self.look)
-
-    def _graph_version(self) -> int | None:
-        """The graph's change counter (None before migration 0005, or when it cannot be read now:
-        then every foreign commit counts as a change)."""
-        try:
-            return graph_version(self.store.conn)
-        except apsw.Error:
-            return None
-
-    def _data_version(self) -> int:
-        """``PRAGMA data_version`` of the store's connection (raises apsw errors)."""
-        rows = self.store.conn.execute("PRAGMA data_version").fetchall()
-        return int(rows[0][0])  # type: ignore[arg-type]
 
 
 class _CountingBus(InMemorySubscriptionBus):

@@ -15,12 +15,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
-from graph_memory import graph, search
+from graph_memory.db import graph, search
+from graph_memory.db.store import Store
 from graph_memory.errors import InvalidInput
 from graph_memory.jsontext import dumps_indent2
 from graph_memory.models import DEFAULT_WEIGHT, Entity, GraphSlice, Relation
 from graph_memory.settings import Settings
-from graph_memory.store import Store, batched_search_sync
 
 # -- advertised JSON schemas ----------------------------------------------------------------------
 
@@ -33,11 +33,8 @@ def _array(items: dict[str, Any], description: str | None = None) -> dict[str, A
     return {"type": "array", "items": items, **({"description": description} if description else {})}
 
 
-def _object(properties: dict[str, Any], required: list[str], *, closed: bool = False) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "object", "properties": properties, "required": required}
-    if closed:
-        schema["additionalProperties"] = False
-    return schema
+def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required}
 
 
 ENTITY_IN = _object(
@@ -276,24 +273,6 @@ def _unicode(value: str, what: str) -> None:
                            f"valid Unicode text") from None
 
 
-# A call adding at least this many observations to existing entities writes each touched search
-# document once at the end (store.batched_search_sync) instead of once per observation, which is
-# quadratic in the batch. Below it the per-row triggers are cheaper (two queries fewer).
-_BATCHED_SYNC_FROM = 16
-
-
-def _run_adding(app: Memory, observations: int, operation: Callable[[Any], Any]) -> Any:
-    """``app.store.run_write(operation)`` for a call that adds ``observations`` observations."""
-    if observations < _BATCHED_SYNC_FROM:
-        return app.store.run_write(operation)
-
-    def batched(conn: Any) -> Any:
-        with batched_search_sync(conn):
-            return operation(conn)
-
-    return app.store.run_write(batched)
-
-
 # -- tools ----------------------------------------------------------------------------------------
 
 
@@ -389,8 +368,7 @@ def _add_observations(app: Memory, arguments: dict[str, Any]) -> Outcome:
     for i, item in enumerate(args.observations):
         app.contents(item.entityName, item.contents, f"observations.{i}.contents")
     items = [(o.entityName, o.contents) for o in args.observations]
-    results = _run_adding(app, sum(len(contents) for _, contents in items),
-                          lambda conn: graph.add_observations(conn, items))
+    results = app.store.run_write(lambda conn: graph.add_observations(conn, items))
     payload = [r.to_dict() for r in results]
     added = sum(len(r.added) for r in results)
     return Outcome({"results": payload}, payload, bool(added), {

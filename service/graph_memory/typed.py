@@ -31,9 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import apsw
-
-from graph_memory import graph
+from graph_memory.db import graph
+from graph_memory.db.store import Connection
 from graph_memory.errors import Conflict, EntityNotFound, InvalidInput, SchemaError
 from graph_memory.logs import get_logger
 from graph_memory.models import Entity, Relation
@@ -445,7 +444,7 @@ def _targets(value: Value) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
-def _require_type(conn: apsw.Connection, schema: TypeSchema, name: str, tool: str) -> None:
+def _require_type(conn: Connection, schema: TypeSchema, name: str, tool: str) -> None:
     found = graph.entity_type(conn, name)
     if found is None:
         raise EntityNotFound(name)
@@ -464,7 +463,7 @@ def _add(schema: TypeSchema, tool: str) -> Callable[[Memory, dict[str, Any]], Ou
         relations = [Relation(name, target, p.relationship.edge_type)
                      for p, v in values if p.relationship is not None for target in _targets(v)]
 
-        def write(conn: apsw.Connection) -> tuple[Entity, list[Relation]]:
+        def write(conn: Connection) -> tuple[Entity, list[Relation]]:
             existing = graph.entity_type(conn, name)
             if existing is not None:
                 hint = f"; change it with update_{schema.type_name}" if existing == schema.type_name else ""
@@ -484,7 +483,7 @@ def _update(schema: TypeSchema, tool: str) -> Callable[[Memory, dict[str, Any]],
         obj = _inner(schema, tool, arguments, f"update_{schema.type_name}")
         name, values = _values(schema, tool, app, obj, adding=False)
 
-        def write(conn: apsw.Connection) -> tuple[dict[str, Any], bool]:
+        def write(conn: Connection) -> tuple[dict[str, Any], bool]:
             _require_type(conn, schema, name, tool)
             out: dict[str, list[Any]] = {"updatedObservations": [], "addedObservations": [],
                                          "deletedObservations": [], "createdRelations": [], "deletedRelations": []}
@@ -530,7 +529,7 @@ def _delete(schema: TypeSchema, tool: str) -> Callable[[Memory, dict[str, Any]],
                                + ("Field required" if name is None else "should be a non-empty string"))
         app.limits.name(name, f"{schema.type_name}.name")
 
-        def write(conn: apsw.Connection) -> dict[str, Any]:
+        def write(conn: Connection) -> dict[str, Any]:
             _require_type(conn, schema, name, tool)
             snapshot = graph.open_nodes(conn, [name])
             graph.delete_entities(conn, [name])

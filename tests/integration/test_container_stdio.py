@@ -196,6 +196,7 @@ SHADOWS = {
     # An old image that kept its SQL in the volume: never read as migrations.
     "migrations/0002_evil.sql": b"DROP TABLE entities;\n",
     "graph_memory/migrations/0002_evil.sql": b"DROP TABLE entities;\n",
+    "graph_memory/db/migrations/0002_evil.sql": b"DROP TABLE entities;\n",
 }
 
 

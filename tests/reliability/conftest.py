@@ -267,7 +267,7 @@ def start_failure(db: Path, *, env: dict[str, str] | None = None, timeout: float
 def integrity_problems(db: Path) -> list[str]:
     """``PRAGMA integrity_check`` + FTS5 ``integrity-check`` through graph-memory's own Store
     (opened without migrating, so the check changes nothing but the search index's own check)."""
-    from graph_memory.store import Store
+    from graph_memory.db.store import Store
 
     store = Store.open(db, busy_timeout_ms=30_000, migrate=False)
     try:

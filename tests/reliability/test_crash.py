@@ -143,8 +143,8 @@ def _kill_during_first_start(spawn: Any, tmp_path: Path, attempts: int, seed: in
         assert server.call_ok("search_nodes", {"query": "x"})["entities"][0]["name"] == "x"
         assert server.close() == 0
         assert integrity_problems(db) == []
-        from graph_memory import migrations
-        from graph_memory.store import Store
+        from graph_memory.db import migrations
+        from graph_memory.db.store import Store
 
         store = Store.open(db, migrate=False)
         try:

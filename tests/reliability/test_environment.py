@@ -23,7 +23,7 @@ from typing import Any
 import apsw
 import pytest
 
-from graph_memory.store import Store
+from graph_memory.db.store import Store
 
 from .conftest import RawServer, integrity_problems, server_env, start_failure
 
@@ -31,7 +31,7 @@ ROOT = os.geteuid() == 0
 
 
 def _make_db(path: Path, entities: int = 3) -> Path:
-    from graph_memory import graph
+    from graph_memory.db import graph
     from graph_memory.models import Entity
 
     store = Store.open(path)

@@ -25,8 +25,8 @@ from anyio.from_thread import start_blocking_portal
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from graph_memory.db.store import Store
 from graph_memory.server import build_server
-from graph_memory.store import Store
 from graph_memory.tools import TOOLS, Limits, Memory
 
 from .conftest import SLOW, RawServer, server_env
@@ -150,7 +150,7 @@ def tool_arguments(spec: Any) -> st.SearchStrategy[dict[str, Any]]:
 
 
 def _seed(store: Store) -> None:
-    from graph_memory import graph
+    from graph_memory.db import graph
     from graph_memory.models import Entity, Relation
 
     def run(conn: Any) -> None:
@@ -584,7 +584,8 @@ def test_big_batches_index_exactly_like_small_ones(tmp_path_factory: pytest.Temp
                                                    batches: list[list[tuple[str, list[str]]]]) -> None:
     """The same additions as one call per observation (triggers, row by row) and as whole batches
     (batched search sync from 16 observations on) give identical search documents and results."""
-    from graph_memory import search, tools
+    from graph_memory import tools
+    from graph_memory.db import search
 
     folder = tmp_path_factory.mktemp("equiv")
     small, big = Store.open(folder / "small.db"), Store.open(folder / "big.db")

@@ -5,7 +5,8 @@ timeout, foreign keys on, and the ``python_lower`` SQL function the search trigg
 tool call runs in exactly one transaction through :meth:`Store.read` (a deferred transaction: a
 consistent snapshot) or :meth:`Store.write` (``BEGIN IMMEDIATE``: the write lock is taken up front,
 so two writers never deadlock, and the whole call commits or nothing does). apsw errors are
-translated into :class:`~graph_memory.errors.StoreError` here and nowhere else.
+translated into :class:`~graph_memory.errors.StoreError` here (:func:`translate`) and nowhere
+else; outside :mod:`graph_memory.db` no code imports apsw.
 
 The connection is not shared between threads: the server runs every call on its event loop
 thread; other threads (CLI backup, tests) open their own Store.
@@ -26,41 +27,28 @@ from typing import TypeVar, cast
 
 import apsw
 
-from graph_memory import migrations
+from graph_memory.db import index, migrations
+from graph_memory.db.paths import check_database_path
 from graph_memory.errors import GraphError, StoreError
 from graph_memory.hints import graph_memory_command, shell_quote
 from graph_memory.logs import get_logger
-from graph_memory.paths import check_database_path
 
 T = TypeVar("T")
+# Online backup (Store.backup_to): restarts (the source changed between steps) tolerated before
+# copying the rest in one step, and busy steps tolerated before giving up.
+_MAX_RESTARTS = 3
+_BACKUP_BUSY_RETRIES = 50
+# Page cache of a large write (an import), in KiB as SQLite's negative cache_size means (64 MiB,
+# used only as needed).
+_LARGE_WRITE_CACHE_KIB = -65_536
 log = get_logger("graph_memory.store")
+# The connection graph operations receive inside a transaction (for annotations outside db/).
+Connection = apsw.Connection
 
 # SQLITE_BUSY can still reach us after the busy timeout (e.g. a checkpoint or WAL recovery in
 # another process); the whole transaction is then retried this many times before giving up.
 _BUSY_RETRIES = 5
-# FTS5 'hashsize' (bytes of pending index terms kept in memory): its default, and the size used
-# while bulk_load rebuilds the whole index.
-_FTS_HASH = 1024 * 1024
-_BULK_FTS_HASH = 32 * 1024 * 1024
-# An entity's search document, as the triggers of migrations/ build it: its observations
-# lower-cased with python_lower() and joined by newlines in id order ({0}: the entity id column).
-_DOCUMENT = ("coalesce((SELECT group_concat(python_lower(o.content), char(10) ORDER BY o.id) "
-             "FROM observations o WHERE o.entity_id = {0}), '')")
-_INSERT_DOCUMENTS = ("INSERT INTO entity_search (entity_id, name, entity_type, observations) "
-                     "SELECT e.id, python_lower(e.name), python_lower(e.entity_type), " + _DOCUMENT.format("e.id") +
-                     " FROM entities e")
-# The FTS index catches up (catch_up_search_index) within the write that brings this many
-# entities' changed documents into search_pending (migration 0003), so the backlog stays small and
-# so does the catch-up a later search pays for. One catch-up writes one index segment for all of
-# them, where indexing each write on its own wrote one per write: about 0.15 ms per write at 100k
-# entities, most of a small write's cost (issue 6).
-SEARCH_BACKLOG = 64
-# How long a search waits for the write lock to catch the index up (ms; a write holds it for a
-# few ms) before it searches around the backlog instead (search._indexes).
-SEARCH_LOCK_WAIT_MS = 250
-_SEARCH_BEHIND = "SELECT EXISTS (SELECT 1 FROM search_pending)"
 _BUMP_GRAPH_VERSION = "UPDATE graph_version SET version = version + 1 WHERE id = 1"
-_BACKLOG_FULL = "SELECT count(*) >= ? FROM search_pending"
 
 
 def python_lower(*args: apsw.SQLiteValue) -> apsw.SQLiteValue:
@@ -176,7 +164,7 @@ class Store:
             check_history: refuse an edited or newer migration history (a backup copies any).
 
         Raises:
-            StoreError: no file, an odd path (:func:`~graph_memory.paths.check_database_path`),
+            StoreError: no file, an odd path (:func:`~graph_memory.db.paths.check_database_path`),
                 not SQLite, another program's database, unreadable as described above.
             MigrationError: ``check_history`` and the migration history is edited or newer
                 than this code.
@@ -252,8 +240,8 @@ class Store:
             self.snapshot_dir = None
 
     def catch_up_search_index(self, *, wait_ms: int | None = None) -> int | None:
-        """Index every changed search document now (:func:`catch_up_search_index`), in a write
-        transaction of its own.
+        """Index every changed search document now (:func:`graph_memory.db.index.catch_up`), in a
+        write transaction of its own.
 
         Args:
             wait_ms: None to wait and retry like any write, and raise on failure. Otherwise a
@@ -270,11 +258,11 @@ class Store:
             StoreError: with ``wait_ms=None`` only, as :meth:`run_write`.
         """
         if wait_ms is None:
-            return self._retrying(lambda: self.write(graph=False), catch_up_search_index)
+            return self._retrying(lambda: self.write(graph=False), index.catch_up)
         self.conn.set_busy_timeout(min(wait_ms, self.busy_timeout_ms))
         try:
             with self.write(graph=False) as conn:
-                return catch_up_search_index(conn)
+                return index.catch_up(conn)
         except _Busy:
             return None
         except StoreError as exc:
@@ -282,6 +270,70 @@ class Store:
             return None
         finally:
             self.conn.set_busy_timeout(self.busy_timeout_ms)
+
+    def catch_up_when_idle(self) -> int | None:
+        """The catch-up of the idle policy (an idle server, every
+        :data:`~graph_memory.db.index.IDLE_CATCH_UP_SECONDS` after its last write and every
+        :data:`~graph_memory.db.index.CATCH_UP_POLL_SECONDS`; shutdown): when documents wait for
+        the index, catch up without waiting for the write lock. Never raises: a failure (the
+        store closed meanwhile, a full disk) is logged as ``search_index_catch_up_failed``.
+
+        Returns:
+            How many documents were indexed; None when none waited or it could not run now.
+        """
+        try:  # the look costs a one-row read; the catch-up itself never raises (wait_ms given)
+            if not self.run_read(index.behind):
+                return None
+            caught_up = self.catch_up_search_index(wait_ms=0)
+            log.debug("search_index_caught_up", entities=caught_up)
+            return caught_up
+        except (GraphError, apsw.Error) as exc:
+            log.warning("search_index_catch_up_failed", error=str(exc)[:500])
+            return None
+
+    # -- change counters (other processes' commits) ---------------------------------------------
+
+    def data_version(self) -> int | None:
+        """``PRAGMA data_version`` of this connection, outside any transaction: it changes exactly
+        when another connection committed since the last look (this one's own commits leave it).
+
+        Returns:
+            The number, or None when this Store was closed.
+
+        Raises:
+            StoreError: it cannot be read now (e.g. busy during another process's WAL recovery).
+        """
+        try:
+            return int(cast(int, self.conn.execute("PRAGMA data_version").fetchall()[0][0]))
+        except apsw.ConnectionClosedError:
+            return None
+        except apsw.Error as exc:
+            raise translate(exc, self.path) from exc
+
+    def graph_version(self) -> int | None:
+        """:func:`graph_version` on this connection, outside any transaction; None also when it
+        cannot be read now (then every foreign commit counts as a change of the graph)."""
+        try:
+            return graph_version(self.conn)
+        except apsw.Error:
+            return None
+
+    # -- migrations -----------------------------------------------------------------------------
+
+    def migrate(self) -> list[migrations.Migration]:
+        """Apply the pending migrations now (``graph-memory migrate``; :meth:`open` does it too).
+
+        Returns:
+            The migrations applied, in order.
+
+        Raises:
+            MigrationError: the history is edited or newer than this code (nothing applied).
+            StoreError: the database could not be written.
+        """
+        try:
+            return migrations.migrate(self.conn, str(self.path))
+        except apsw.Error as exc:
+            raise translate(exc, self.path) from exc
 
     # -- transactions -------------------------------------------------------------------------
 
@@ -297,7 +349,7 @@ class Store:
                     self.conn.execute("COMMIT")
 
     @contextmanager
-    def write(self, *, graph: bool = True) -> Iterator[apsw.Connection]:
+    def write(self, *, graph: bool = True, large: bool = False) -> Iterator[apsw.Connection]:
         """A write transaction started ``IMMEDIATE``; commits on success, rolls back on any
         exception (a rejected batch writes nothing). Prefer :meth:`run_write`, which retries
         when SQLite reports the database busy.
@@ -307,18 +359,20 @@ class Store:
                 one to ``graph_version`` (migration 0005), which tells other processes it was a
                 change of the graph; False for search-index upkeep, which changes no entity,
                 observation or relation.
+            large: one large write (an import): a larger page cache while it runs
+                (:data:`_LARGE_WRITE_CACHE_KIB`), so fewer dirty pages spill into the WAL early.
         """
         if self.corrupt is not None:
             raise StoreError(f"{translate(self.corrupt, self.path)}. This server refuses writes to it until "
                              f"restarted; nothing of this call was written")
-        with self._translated():
+        with self._translated(), self._cache(_LARGE_WRITE_CACHE_KIB if large else None):
             self.conn.execute("BEGIN IMMEDIATE")
             try:
                 changes = self.conn.total_changes()
                 yield self.conn
                 if graph and self.conn.total_changes() != changes:
                     _bump_graph_version(self.conn)
-                if self.conn.execute(_BACKLOG_FULL, (SEARCH_BACKLOG,)).fetchall()[0][0]:
+                if index.backlog_full(self.conn):
                     self._catch_up_within_write()
                 self.conn.execute("COMMIT")
             except BaseException:
@@ -332,38 +386,52 @@ class Store:
         without it and the backlog waits for the next catch-up; a write that e.g. deletes
         entities to free space is never refused for the index's sake."""
         try:
-            catch_up_search_index(self.conn)
+            index.catch_up(self.conn)
         except apsw.Error as exc:
             if not self.conn.in_transaction:  # SQLite rolled the whole write back
                 raise
             log.warning("search_index_catch_up_failed", error=str(exc)[:500])
 
-    def run_write(self, operation: Callable[[apsw.Connection], T]) -> T:
+    @contextmanager
+    def _cache(self, kib: int | None) -> Iterator[None]:
+        """``PRAGMA cache_size = kib`` (SQLite's negative form: KiB) for the body, then back."""
+        if kib is None:
+            yield
+            return
+        previous = int(cast(int, self.conn.execute("PRAGMA cache_size").fetchall()[0][0]))
+        self.conn.execute(f"PRAGMA cache_size = {kib:d}")
+        try:
+            yield
+        finally:
+            self.conn.execute(f"PRAGMA cache_size = {previous:d}")
+
+    def run_write(self, operation: Callable[[apsw.Connection], T], *, large: bool = False) -> T:
         """Run ``operation(conn)`` in one write transaction, retrying the whole transaction
-        when SQLite reports the database busy or locked past the busy timeout.
+        when SQLite reports the database busy or locked past the busy timeout. ``large``: one
+        large write, e.g. an import (see :meth:`write`).
 
         Raises:
             StoreError: still busy after the retries (another process holds the write lock).
             GraphError: whatever ``operation`` raises (after the rollback).
         """
-        return self._retrying(self.write, operation)
+        return self._retrying(lambda: self.write(large=large), operation)
 
     def run_search(self, operation: Callable[[apsw.Connection], T]) -> T:
         """:meth:`run_read` for an operation that reads the FTS index (a search): when changed
         documents wait for the index (search_pending), the index catches up first, in a write
         transaction of its own, then ``operation`` runs on a fresh snapshot. When the catch-up
         cannot run now (another process holds the write lock for more than
-        ``SEARCH_LOCK_WAIT_MS``, the disk is full) ``operation`` runs all the same:
-        :mod:`graph_memory.search` finds every committed write either way, the index only makes
-        it faster.
+        ``index.SEARCH_LOCK_WAIT_MS``, the disk is full) ``operation`` runs all the same: it
+        searches around the backlog (:func:`graph_memory.db.index.match_tables`) and finds every
+        committed write either way, the index only makes it faster.
 
         Raises:
             StoreError: as :meth:`run_read`.
         """
-        result = self.run_read(lambda conn: _Behind if search_index_behind(conn) else operation(conn))
+        result = self.run_read(lambda conn: _Behind if index.behind(conn) else operation(conn))
         if result is _Behind:
             # When it cannot (e.g. the disk is full), the search reads around the backlog.
-            self.catch_up_search_index(wait_ms=SEARCH_LOCK_WAIT_MS)
+            self.catch_up_search_index(wait_ms=index.SEARCH_LOCK_WAIT_MS)
             result = self.run_read(operation)
         return cast(T, result)
 
@@ -406,75 +474,108 @@ class Store:
 
     # -- maintenance --------------------------------------------------------------------------
 
-    def integrity_problems(self) -> list[str]:
-        """``PRAGMA integrity_check`` plus the FTS5 index check (:func:`integrity_problems`).
+    @classmethod
+    def open_as_is(cls, path: Path) -> Store:
+        """Open an existing file read-write exactly as it is: no pragmas, no migrations, no
+        checks, nothing written by the opening (a backup's copy being verified).
+
+        Raises:
+            StoreError: the file cannot be opened.
+        """
+        try:
+            return cls(path, apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE))
+        except apsw.Error as exc:
+            raise translate(exc, path) from exc
+
+    def backup_to(self, target: Path, *, pages_per_step: int,
+                  progress: Callable[[int, int], None] | None = None) -> tuple[int, int]:
+        """Copy this database into the new file ``target`` with SQLite's online backup API: a
+        consistent snapshot even while other connections write. When another connection changes
+        the source between two steps, SQLite restarts the copy; after :data:`_MAX_RESTARTS`
+        restarts the rest is copied in one step (one read snapshot; in WAL mode that blocks no
+        writer).
+
+        Args:
+            pages_per_step: pages copied per step, between chances for writers.
+            progress: called with ``(pages copied, pages in total)`` after each step.
 
         Returns:
-            Problem descriptions; empty when the database and its search index are sound.
+            ``(pages, restarts)``.
+
+        Raises:
+            StoreError: the copy failed, or the source stayed locked.
         """
-        return integrity_problems(self.conn)
+        try:
+            dst = apsw.Connection(str(target))
+            try:
+                with dst.backup("main", self.conn, "main") as job:
+                    restarts = busy = copied = 0
+                    while not job.done:
+                        step = pages_per_step if restarts < _MAX_RESTARTS else -1
+                        try:
+                            job.step(step)
+                        except (apsw.BusyError, apsw.LockedError) as exc:
+                            busy += 1
+                            if busy > _BACKUP_BUSY_RETRIES:
+                                raise StoreError(f"database {self.path} stayed locked; try the backup again") from exc
+                            time.sleep(0.02 * min(busy, 10))
+                            continue
+                        now_copied = job.page_count - job.remaining
+                        if not job.done and now_copied <= copied:
+                            restarts += 1  # the source changed: SQLite started over
+                        copied = now_copied
+                        if progress:
+                            progress(copied, job.page_count)
+                    pages = job.page_count
+            finally:
+                dst.close()
+        except apsw.Error as exc:
+            raise StoreError(f"backup of {self.path} failed: {exc}") from exc
+        return pages, restarts
 
-    @contextmanager
-    def bulk_load(self, conn: apsw.Connection) -> Iterator[None]:
-        """Inside a write transaction: switch the per-row search sync off, then rebuild the
-        search documents and the FTS index once at the end (much faster for large imports).
-        Everything stays in the caller's transaction, so a failure leaves no trace."""
-        conn.execute("UPDATE search_sync SET enabled = 0 WHERE id = 1")
-        yield
-        conn.execute("DELETE FROM entity_search")
-        conn.execute(_INSERT_DOCUMENTS)
-        # A 32 MiB pending-terms hash instead of FTS5's 1 MiB: far fewer segments to write and
-        # merge, which halves the rebuild's CPU at 100k entities (issue 6); back to 1 MiB after.
-        conn.execute("INSERT INTO entity_fts (entity_fts, rank) VALUES ('hashsize', ?)", (_BULK_FTS_HASH,))
-        conn.execute("INSERT INTO entity_fts (entity_fts) VALUES ('rebuild')")
-        # One segment instead of the rebuild's dozens: a trigram lookup then reads one b-tree
-        # (rare-term searches cost a third less at 100k entities), and the first writes after an
-        # import no longer trigger a merge of the whole index (~1 s at 100k; issue 6). Costs about
-        # 1 s per 100k entities, once.
-        conn.execute("INSERT INTO entity_fts (entity_fts) VALUES ('optimize')")
-        conn.execute("INSERT INTO entity_fts (entity_fts, rank) VALUES ('hashsize', ?)", (_FTS_HASH,))
-        conn.execute("DELETE FROM search_pending")  # the rebuilt index holds every document as it is
-        conn.execute("UPDATE search_sync SET enabled = 1 WHERE id = 1")
+    def integrity_problems(self) -> list[str]:
+        """``PRAGMA integrity_check`` plus the integrity check of every FTS5 table, which compares an
+        external-content index with its content table. Documents still waiting for the index
+        (search_pending) are indexed first in a transaction (or savepoint) that is rolled back: the
+        check sees the index as a search would, and nothing is written. Needs no application SQL
+        function.
 
-
-@contextmanager
-def batched_search_sync(conn: apsw.Connection, *, grows_existing: bool = True) -> Iterator[None]:
-    """Inside a write transaction that only *adds* entities and observations: switch the per-row
-    search sync off, then write the search document of each new or grown entity once.
-
-    The per-row triggers rewrite (and re-index) an entity's whole document for every observation
-    added, which is quadratic in a large batch: 10,000 observations for one entity took minutes
-    with the write lock held, and even one new entity with five observations was indexed eleven
-    times. Here each touched document is written once (and the ``entity_search`` triggers queue
-    it once for the FTS index, in search_pending). Rows of this transaction are recognised by
-    their ids (INTEGER PRIMARY KEY: above the maximum before). A failure rolls the whole
-    transaction back, the sync switch included. Inside an enclosing batch or
-    :meth:`Store.bulk_load` (sync already off) it does nothing: the enclosing one writes the
-    documents.
-
-    Args:
-        grows_existing: whether the transaction may add observations to entities that existed
-            before it (False for create_entities, which saves a query).
-    """
-    if not conn.execute("SELECT enabled FROM search_sync WHERE id = 1").fetchall()[0][0]:
-        yield
-        return
-    (max_entity,) = conn.execute("SELECT coalesce(max(id), 0) FROM entities").fetchall()[0]
-    max_observation: apsw.SQLiteValue = 0
-    if grows_existing:
-        (max_observation,) = conn.execute("SELECT coalesce(max(id), 0) FROM observations").fetchall()[0]
-    conn.execute("UPDATE search_sync SET enabled = 0 WHERE id = 1")
-    yield
-    conn.execute("UPDATE search_sync SET enabled = 1 WHERE id = 1")
-    if grows_existing:
-        conn.execute(
-            "UPDATE entity_search SET observations = " + _DOCUMENT.format("entity_search.entity_id") +
-            # No DISTINCT in the subquery: with it the planner scans the whole observations index
-            # instead of the rowid range of this transaction (18 ms per call at 100k entities).
-            " WHERE entity_id IN (SELECT entity_id FROM observations WHERE id > ?) AND entity_id <= ?",
-            (max_observation, max_entity),
-        )
-    conn.execute(_INSERT_DOCUMENTS + " WHERE e.id > ?", (max_entity,))
+        Returns:
+            Problem descriptions; empty when the database and its search indexes are sound.
+        """
+        conn = self.conn
+        problems = [row[0] for row in conn.execute("PRAGMA integrity_check") if row[0] != "ok"]
+        names = {name for (name,) in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
+        fts_tables = [name for (name,) in conn.execute(
+            "SELECT name FROM sqlite_schema WHERE type = 'table' "
+            "AND sql LIKE 'CREATE VIRTUAL TABLE%USING fts5%'")]
+        # The write lock up front (waiting for it as writes do) unless the caller holds a transaction:
+        # turning a read into a write later fails at once when another connection is writing.
+        own = not conn.in_transaction
+        try:
+            conn.execute("BEGIN IMMEDIATE" if own else "SAVEPOINT integrity")
+        except (apsw.BusyError, apsw.LockedError) as exc:
+            return [*problems,
+                    f"search index: not checked, the database is locked by another process ({exc})"]
+        try:
+            if "search_pending" in names:
+                try:
+                    index.catch_up(conn)
+                except apsw.Error as exc:
+                    problems.append(f"search index backlog (search_pending): {exc}")
+            for name in fts_tables:
+                quoted = '"' + name.replace('"', '""') + '"'
+                try:
+                    conn.execute(f"INSERT INTO {quoted} ({quoted}, rank) VALUES ('integrity-check', 1)")
+                except apsw.Error as exc:
+                    problems.append(f"search index {name}: {exc}")
+        finally:
+            if own:
+                conn.execute("ROLLBACK")
+            else:
+                conn.execute("ROLLBACK TO integrity")
+                conn.execute("RELEASE integrity")
+        return problems
 
 
 def _bump_graph_version(conn: apsw.Connection) -> None:
@@ -491,87 +592,6 @@ def graph_version(conn: apsw.Connection) -> int | None:
     except apsw.SQLError:  # no such table: an older schema
         return None
     return int(rows[0][0]) if rows else None  # type: ignore[arg-type]
-
-
-def search_index_behind(conn: apsw.Connection) -> bool:
-    """Whether changed search documents wait for the FTS index (rows in search_pending)."""
-    return bool(conn.execute(_SEARCH_BEHIND).fetchall()[0][0])
-
-
-def catch_up_search_index(conn: apsw.Connection) -> int:
-    """Bring the FTS index up to date with the search documents, in the caller's transaction.
-
-    For every entity in search_pending: a FTS5 'delete' of the version the index holds (stored in
-    that row), then an insert of the current document, if the entity still has one; the rows are
-    then removed. All of it is one savepoint (all or nothing), and one new index segment. Plain
-    SQL, no application function: any connection can run it, e.g. a backup's copy.
-
-    Returns:
-        How many entities' documents were indexed (0 when the index was up to date).
-    """
-    count = cast(int, conn.execute("SELECT count(*) FROM search_pending").fetchall()[0][0])
-    if not count:
-        return 0
-    conn.execute("SAVEPOINT search_catch_up")
-    try:
-        conn.execute("INSERT INTO entity_fts (entity_fts, rowid, name, entity_type, observations) "
-                     "SELECT 'delete', entity_id, name, entity_type, observations FROM search_pending "
-                     "WHERE name IS NOT NULL ORDER BY entity_id")
-        conn.execute("INSERT INTO entity_fts (rowid, name, entity_type, observations) "
-                     "SELECT s.entity_id, s.name, s.entity_type, s.observations FROM search_pending p "
-                     "JOIN entity_search s ON s.entity_id = p.entity_id ORDER BY p.entity_id")
-        conn.execute("DELETE FROM search_pending")
-    except BaseException:
-        # SQLite may have rolled the whole transaction back itself (e.g. on a full disk): then
-        # there is no savepoint left, and the original error is what the caller must see.
-        if conn.in_transaction:
-            conn.execute("ROLLBACK TO search_catch_up")
-            conn.execute("RELEASE search_catch_up")
-        raise
-    conn.execute("RELEASE search_catch_up")
-    return count
-
-
-def integrity_problems(conn: apsw.Connection) -> list[str]:
-    """``PRAGMA integrity_check`` plus the integrity check of every FTS5 table, which compares an
-    external-content index with its content table. Documents still waiting for the index
-    (search_pending) are indexed first in a transaction (or savepoint) that is rolled back: the
-    check sees the index as a search would, and nothing is written. Needs no application SQL
-    function.
-
-    Returns:
-        Problem descriptions; empty when the database and its search indexes are sound.
-    """
-    problems = [row[0] for row in conn.execute("PRAGMA integrity_check") if row[0] != "ok"]
-    names = {name for (name,) in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
-    fts_tables = [name for (name,) in conn.execute(
-        "SELECT name FROM sqlite_schema WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%USING fts5%'")]
-    # The write lock up front (waiting for it as writes do) unless the caller holds a transaction:
-    # turning a read into a write later fails at once when another connection is writing.
-    own = not conn.in_transaction
-    try:
-        conn.execute("BEGIN IMMEDIATE" if own else "SAVEPOINT integrity")
-    except (apsw.BusyError, apsw.LockedError) as exc:
-        return [*problems, f"search index: not checked, the database is locked by another process ({exc})"]
-    try:
-        if "search_pending" in names:
-            try:
-                catch_up_search_index(conn)
-            except apsw.Error as exc:
-                problems.append(f"search index backlog (search_pending): {exc}")
-        for name in fts_tables:
-            quoted = '"' + name.replace('"', '""') + '"'
-            try:
-                conn.execute(f"INSERT INTO {quoted} ({quoted}, rank) VALUES ('integrity-check', 1)")
-            except apsw.Error as exc:
-                problems.append(f"search index {name}: {exc}")
-    finally:
-        if own:
-            conn.execute("ROLLBACK")
-        else:
-            conn.execute("ROLLBACK TO integrity")
-            conn.execute("RELEASE integrity")
-    return problems
 
 
 class _Behind:

@@ -6,7 +6,7 @@ copy, and after a few restarts the rest is copied in one step (one read snapshot
 blocks no writer). The copy is written to a temporary file beside the destination, verified
 (``PRAGMA integrity_check`` and every FTS5 index's own integrity check) and only then renamed into
 place; an existing destination is replaced only when asked (``force``). Nothing is written to the
-source: it is opened read-only (:meth:`~graph_memory.store.Store.open_readonly`), so a user who can
+source: it is opened read-only (:meth:`~graph_memory.db.store.Store.open_readonly`), so a user who can
 only read the database (and its folder) can back it up, and no file beside it is created or changed.
 """
 
@@ -15,26 +15,19 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import apsw
-
+from graph_memory.db.paths import check_database_path, fsync_directory
+from graph_memory.db.store import Connection, Store
 from graph_memory.errors import GraphError, StoreError
 from graph_memory.hints import graph_memory_command, shell_quote
-from graph_memory.importer import fsync_directory
-from graph_memory.paths import check_database_path
-from graph_memory.store import Store, integrity_problems
 
 # Pages copied per backup step (4 MiB at the default page size) between chances for writers.
 PAGES_PER_STEP = 1024
-# Restarts (the source changed between steps) tolerated before copying the rest in one step.
-_MAX_RESTARTS = 3
-_BUSY_RETRIES = 50
 
 
 @dataclass(slots=True)
@@ -59,7 +52,7 @@ class GraphCounts:
         }
 
 
-def graph_counts(conn: apsw.Connection) -> GraphCounts:
+def graph_counts(conn: Connection) -> GraphCounts:
     """Count the graph's rows (run it inside one read transaction for a consistent picture).
     A database without the graph tables (not migrated yet) counts as empty."""
     if conn.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'entities'").fetchone() is None:
@@ -84,13 +77,13 @@ def graph_counts(conn: apsw.Connection) -> GraphCounts:
     )
 
 
-def _scalar(conn: apsw.Connection, sql: str) -> Any:
+def _scalar(conn: Connection, sql: str) -> Any:
     row = conn.execute(sql).fetchone()
     assert row is not None, sql
     return row[0]
 
 
-def schema_version(conn: apsw.Connection) -> int:
+def schema_version(conn: Connection) -> int:
     """The highest applied migration id (0 when none), read without judging the history."""
     if conn.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations'"
                     ).fetchone() is None:
@@ -205,59 +198,27 @@ def backup_database(source: str | os.PathLike[str], dest: str | os.PathLike[str]
 
 def _copy(src_path: Path, tmp: Path, busy_timeout_ms: int, pages_per_step: int,
           progress: Callable[[int, int], None] | None) -> tuple[int, int]:
-    """Run the online backup into ``tmp``; returns ``(pages, restarts)``."""
+    """Run the online backup into ``tmp`` (:meth:`Store.backup_to`); returns ``(pages, restarts)``."""
     source = Store.open_readonly(src_path, busy_timeout_ms=busy_timeout_ms, check_history=False)
-    src = source.conn
     try:
-        dst = apsw.Connection(str(tmp))
-        try:
-            with dst.backup("main", src, "main") as job:
-                steps = restarts = busy = 0
-                copied = 0
-                while not job.done:
-                    step = pages_per_step if restarts < _MAX_RESTARTS else -1
-                    try:
-                        job.step(step)
-                    except (apsw.BusyError, apsw.LockedError) as exc:
-                        busy += 1
-                        if busy > _BUSY_RETRIES:
-                            raise StoreError(f"database {src_path} stayed locked; try the backup again") from exc
-                        time.sleep(0.02 * min(busy, 10))
-                        continue
-                    steps += 1
-                    now_copied = job.page_count - job.remaining
-                    if not job.done and now_copied <= copied:
-                        restarts += 1  # the source changed: SQLite started over
-                    copied = now_copied
-                    if progress:
-                        progress(copied, job.page_count)
-                pages = job.page_count
-        finally:
-            dst.close()
-    except apsw.Error as exc:
-        raise StoreError(f"backup of {src_path} failed: {exc}") from exc
+        return source.backup_to(tmp, pages_per_step=pages_per_step, progress=progress)
     finally:
         source.close()
-    return pages, restarts
 
 
 def _verify(tmp: Path, target: Path, source: Path) -> tuple[int, GraphCounts]:
     """Integrity-check the copy of ``source``; returns its schema version and counts."""
-    conn = apsw.Connection(str(tmp), flags=apsw.SQLITE_OPEN_READWRITE)
+    copy = Store.open_as_is(tmp)
     try:
-        problems = integrity_problems(conn)
+        problems = copy.integrity_problems()
         if problems:
             raise StoreError(f"the copy for {target} failed its integrity check ({'; '.join(problems[:5])}); "
                              f"it was deleted and {target} left as it was. Check the source with: "
                              f"{graph_memory_command('stats', database=source)}; and: "
                              f"sqlite3 {shell_quote(source)} 'PRAGMA integrity_check'")
-        conn.execute("BEGIN")
-        try:
-            return schema_version(conn), graph_counts(conn)
-        finally:
-            conn.execute("COMMIT")
+        return copy.run_read(lambda conn: (schema_version(conn), graph_counts(conn)))
     finally:
-        conn.close()
+        copy.close()
 
 
 def _fsync(path: Path) -> None:

@@ -120,3 +120,17 @@ def check_configured_paths(file_path: Path, database_path: Path) -> None:
     if file_path != database_path:
         check_legacy_path(file_path)
     check_database_path(database_path)
+
+
+def fsync_directory(folder: Path) -> None:
+    """Make a rename inside ``folder`` durable (a no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

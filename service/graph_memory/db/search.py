@@ -25,11 +25,11 @@ can make a search faster but never changes its result. Texts the index cannot an
 characters, or containing NUL) are found by scanning the documents.
 
 Writes do not update the index themselves: they queue the changed documents (``search_pending``,
-migration 0003) and the index catches up in batches (:func:`graph_memory.store.catch_up_search_index`;
-the server does it before each search). A search that still finds documents waiting — another
-process holds the write lock, the disk is full, or it was called inside a read transaction —
-searches the index without them plus a temporary index of just those documents (:func:`_indexes`),
-so every mode still finds every committed write.
+migration 0003) and the index catches up in batches (:mod:`graph_memory.db.index`; the server
+does it before each search). A search that still finds documents waiting — another process holds
+the write lock, the disk is full, or it was called inside a read transaction — searches the index
+without them plus a temporary index of just those documents
+(:func:`graph_memory.db.index.match_tables`), so every mode still finds every committed write.
 """
 
 from __future__ import annotations
@@ -39,10 +39,10 @@ from typing import Any, Literal, cast
 import apsw
 import apsw.fts5query as fq
 
+from graph_memory.db import index
+from graph_memory.db.graph import _fill_observations, _load_entities, _slice, _unique
 from graph_memory.errors import InvalidQuery
-from graph_memory.graph import _fill_observations, _load_entities, _slice, _unique
 from graph_memory.models import Entity, GraphSlice
-from graph_memory.store import search_index_behind
 
 MAX_QUERY_LENGTH = 2048
 # The trigram index answers texts of at least this many characters (after lower-casing).
@@ -74,7 +74,7 @@ def search(conn: apsw.Connection, query: str, mode: Mode = "substring", limit: i
     one endpoint among them (rowid order) and the neighbors those relations reach.
 
     Every committed write is found, whether or not the FTS index has caught up with it yet
-    (:func:`_indexes`).
+    (:func:`graph_memory.db.index.match_tables`).
 
     Raises:
         InvalidQuery: query over 2048 characters, unknown mode, or (``fts``) malformed syntax.
@@ -86,32 +86,6 @@ def search(conn: apsw.Connection, query: str, mode: Mode = "substring", limit: i
     if mode == "fts":
         return search_fts(conn, query, limit)
     raise InvalidQuery(f"unknown search mode {mode!r}; use one of: {', '.join(MODES)}")
-
-
-# The FTS5 tables a search matches against: "{t}" in the SQL below. While changed documents wait
-# for the index (search_pending, migration 0003), the index's own entries for those entities are
-# left out and a connection-private index of just their current documents is searched beside it.
-_MAIN = ("entity_fts", "")
-_MAIN_CURRENT = ("entity_fts", " AND f.rowid NOT IN (SELECT entity_id FROM search_pending)")
-_BACKLOG = ("search_backlog", "")
-_BACKLOG_TABLE = ("CREATE VIRTUAL TABLE IF NOT EXISTS temp.search_backlog USING fts5("
-                  "name, entity_type, observations, tokenize = 'trigram case_sensitive 1')")
-
-
-def _indexes(conn: apsw.Connection) -> tuple[tuple[str, str], ...]:
-    """The FTS tables to match against, as ``(table, extra condition)``: the index alone when it is
-    up to date; else the index without the entities whose documents changed, plus a temporary
-    index (connection-private, in memory) of those documents as they are now. Writes nothing to
-    the database, so a search works while another process holds the write lock or the disk is
-    full; :meth:`~graph_memory.store.Store.run_search` normally catches the index up first."""
-    if not search_index_behind(conn):
-        return (_MAIN,)
-    conn.execute(_BACKLOG_TABLE)
-    conn.execute("DELETE FROM temp.search_backlog")
-    conn.execute("INSERT INTO temp.search_backlog (rowid, name, entity_type, observations) "
-                 "SELECT s.entity_id, s.name, s.entity_type, s.observations FROM search_pending p "
-                 "JOIN entity_search s ON s.entity_id = p.entity_id")
-    return (_MAIN_CURRENT, _BACKLOG)
 
 
 # -- substring ------------------------------------------------------------------------------------
@@ -158,7 +132,7 @@ def _substring_heads(conn: apsw.Connection, needle: str, limit: int | None, *, v
                             f"WHERE {check} ORDER BY s.entity_id {_limit(limit)}", params)
     params["m"] = trigram_cover(needle)
     heads: _Heads = []
-    indexes = _indexes(conn)
+    indexes = index.match_tables(conn)
     for table, current in indexes:
         heads += _fetch(conn, f"SELECT {_HEAD} FROM {table} f JOIN entity_search s ON s.entity_id = f.rowid "
                               f"JOIN entities e ON e.id = f.rowid WHERE {table} MATCH :m{current} "
@@ -396,7 +370,7 @@ def _limit(limit: int | None) -> str:
 
 def _ranked(conn: apsw.Connection, source: str, params: dict[str, Any], limit: int | None) -> _Heads:
     """Heads from ``source`` (``FROM {t} f … WHERE {t} MATCH …{current} …``, filled in from
-    :func:`_indexes`) ordered by BM25, ties by rowid.
+    :func:`graph_memory.db.index.match_tables`) ordered by BM25, ties by rowid.
 
     A lone match needs no ranking, and BM25's IDF part reads every match of every term (costly for
     common terms), so a probe for two matches in rowid order runs first and answers that case.
@@ -407,7 +381,7 @@ def _ranked(conn: apsw.Connection, source: str, params: dict[str, Any], limit: i
     so merged by score they would always come last and a ``limit`` would cut the latest writes).
     Which entities match is exact either way; only this order waits for the index to catch up.
     """
-    indexes = _indexes(conn)
+    indexes = index.match_tables(conn)
     if len(indexes) == 1:
         sql = source.format(t=indexes[0][0], current=indexes[0][1])
         probe = _fetch(conn, f"SELECT {_HEAD} {sql} ORDER BY f.rowid LIMIT 2", params)
@@ -416,7 +390,7 @@ def _ranked(conn: apsw.Connection, source: str, params: dict[str, Any], limit: i
         return _fetch(conn, f"SELECT {_HEAD} {sql} ORDER BY {_bm25(indexes[0][0])}, f.rowid {_limit(limit)}",
                       params)
     heads: _Heads = []
-    for table, current in sorted(indexes, key=lambda index: index != _BACKLOG):  # the backlog first
+    for table, current in sorted(indexes, key=lambda table: table != index.BACKLOG):  # the backlog first
         sql = source.format(t=table, current=current)
         heads += _fetch(conn, f"SELECT {_HEAD} {sql} ORDER BY {_bm25(table)}, f.rowid {_limit(limit)}", params)
     return heads if limit is None else heads[:limit]

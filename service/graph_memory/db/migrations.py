@@ -75,7 +75,7 @@ def load_migrations() -> list[Migration]:
     Raises:
         MigrationError: a file name out of pattern, a duplicate id, or a gap in the numbering.
     """
-    folder = resources.files("graph_memory").joinpath("migrations")
+    folder = resources.files("graph_memory.db").joinpath("migrations")
     found: dict[int, Migration] = {}
     for entry in folder.iterdir():
         if not entry.name.endswith(".sql"):

@@ -1,25 +1,26 @@
 """The graph operations: what every tool does, one function each.
 
 Each function takes an apsw connection that is already inside the call's transaction (the server
-and CLI open it through :class:`~graph_memory.store.Store`), runs plain SQL, and returns value
+and CLI open it through :class:`~graph_memory.db.store.Store`), runs plain SQL, and returns value
 objects. Raising any :class:`~graph_memory.errors.GraphError` rolls the whole call back, so a
 rejected batch writes nothing. Semantics follow ``INTERFACE.md``, which follows the reference
 server (``@modelcontextprotocol/server-memory``) wherever it defines them. ``search_nodes`` lives
-in :mod:`graph_memory.search`, built on the loaders here (``_load_entities``, ``_slice``).
+in :mod:`graph_memory.db.search`, built on the loaders here (``_load_entities``, ``_slice``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 import apsw
 
+from graph_memory.db import index
 from graph_memory.errors import Conflict, EntityNotFound, RelationNotFound
 from graph_memory.models import Entity, GraphSlice, Relation
-from graph_memory.store import batched_search_sync
 from graph_memory.wording import plural
 
 
@@ -148,13 +149,14 @@ def create_entities(conn: apsw.Connection, entities: Sequence[Entity]) -> list[E
     """Create entities whose names do not exist yet.
 
     Names that exist are skipped; within one call the first occurrence of a name wins; each
-    entity's observations are de-duplicated (first occurrence kept). Each new entity's search
-    document is written once, not once per observation (store.batched_search_sync).
+    entity's observations are de-duplicated (first occurrence kept). The search documents are
+    kept in step as :func:`graph_memory.db.index.sync_mode` chooses for new entities (each
+    written once, not once per observation).
 
     Returns:
         The entities created, as stored, in call order.
     """
-    with batched_search_sync(conn, grows_existing=False):
+    with index.keeping_in_sync(conn, index.sync_mode(new_entities=len(entities)), grows_existing=False):
         return _insert_entities(conn, entities)
 
 
@@ -165,15 +167,11 @@ def _insert_entities(conn: apsw.Connection, entities: Sequence[Entity]) -> list[
         if entity.name in seen:
             continue
         seen.add(entity.name)
-        row = conn.execute(
-            "INSERT INTO entities (name, entity_type) VALUES (?, ?) ON CONFLICT (name) DO NOTHING RETURNING id",
-            (entity.name, entity.entity_type),
-        ).fetchone()
-        if row is None:
+        entity_id = insert_entity(conn, entity.name, entity.entity_type)
+        if entity_id is None:
             continue
         observations = _unique(entity.observations)
-        conn.executemany("INSERT INTO observations (entity_id, content) VALUES (?, ?)",
-                         [(row[0], o) for o in observations])
+        insert_observations(conn, [(entity_id, o) for o in observations])
         created.append(Entity(entity.name, entity.entity_type, observations))
     return created
 
@@ -197,14 +195,72 @@ def create_relations(conn: apsw.Connection, relations: Sequence[Relation]) -> li
             raise EntityNotFound(name)
     created: list[Relation] = []
     for relation in relations:
-        row = conn.execute(
-            "INSERT INTO relations (from_name, to_name, relation_type, weight) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT DO NOTHING RETURNING id",
-            (relation.source, relation.target, relation.relation_type, relation.weight),
-        ).fetchone()
-        if row is not None:
+        if insert_relation(conn, relation):
             created.append(relation)
     return created
+
+
+# -- the rows themselves: the one place with INSERTs on entities, observations and relations ----
+
+
+def insert_entity(conn: apsw.Connection, name: str, entity_type: str) -> int | None:
+    """Insert an entity without observations; returns its id, or None when the name exists
+    (nothing written)."""
+    row = conn.execute(
+        "INSERT INTO entities (name, entity_type) VALUES (?, ?) ON CONFLICT (name) DO NOTHING RETURNING id",
+        (name, entity_type),
+    ).fetchone()
+    return None if row is None else cast(int, row[0])
+
+
+def find_entity(conn: apsw.Connection, name: str) -> tuple[int, str] | None:
+    """``(id, entity_type)`` of the entity ``name``, or None."""
+    row = conn.execute("SELECT id, entity_type FROM entities WHERE name = ?", (name,)).fetchone()
+    return None if row is None else (cast(int, row[0]), cast(str, row[1]))
+
+
+def observation_contents(conn: apsw.Connection, entity_id: int) -> set[str]:
+    """The observations the entity ``entity_id`` has."""
+    return {cast(str, c) for (c,) in conn.execute("SELECT content FROM observations WHERE entity_id = ?",
+                                                  (entity_id,))}
+
+
+def insert_observations(conn: apsw.Connection, rows: Iterable[tuple[int, str]]) -> None:
+    """Insert observations ``(entity_id, content)`` the entities do not have yet (the caller
+    checked: a repeat violates the unique constraint and fails the call)."""
+    conn.executemany("INSERT INTO observations (entity_id, content) VALUES (?, ?)", rows)
+
+
+def insert_relation(conn: apsw.Connection, relation: Relation) -> bool:
+    """Insert ``relation`` as it is (endpoints not checked); False when its triple exists
+    (nothing written: the existing one keeps its weight)."""
+    return conn.execute(
+        "INSERT INTO relations (from_name, to_name, relation_type, weight) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT DO NOTHING RETURNING id",
+        (relation.source, relation.target, relation.relation_type, relation.weight),
+    ).fetchone() is not None
+
+
+def relation_exists(conn: apsw.Connection, relation: Relation) -> bool:
+    """Whether ``relation``'s triple (source, target, type) is stored."""
+    return conn.execute("SELECT 1 FROM relations WHERE from_name = ? AND to_name = ? AND relation_type = ?",
+                        (relation.source, relation.target, relation.relation_type)).fetchone() is not None
+
+
+@contextmanager
+def merging(conn: apsw.Connection, entities: int, *,
+            on_rebuild: Callable[[], None] | None = None) -> Iterator[None]:
+    """Inside a write transaction: the body merges ``entities`` entities (with observations) and
+    relations into the graph (an import, with the helpers above); the search documents are
+    kept in step as :func:`graph_memory.db.index.sync_mode` chooses for a merge of this size
+    into what is stored. ``on_rebuild`` is called before the search index is rebuilt at the
+    end, when it is (a long step worth reporting)."""
+    (existing,) = conn.execute("SELECT count(*) FROM entities").fetchall()[0]
+    mode = index.sync_mode(merged_entities=entities, existing_entities=cast(int, existing))
+    with index.keeping_in_sync(conn, mode):
+        yield
+        if mode is index.SyncMode.REBUILD and on_rebuild is not None:
+            on_rebuild()
 
 
 @dataclass(slots=True)
@@ -222,9 +278,17 @@ class AddedObservations:
 def add_observations(conn: apsw.Connection, items: Sequence[tuple[str, Sequence[str]]]) -> list[AddedObservations]:
     """Add observations ``[(entity_name, contents)]``; only contents the entity lacks are added.
 
+    The search documents are kept in step as :func:`graph_memory.db.index.sync_mode` chooses
+    for this many observations.
+
     Raises:
         EntityNotFound: an entity does not exist (the whole call is refused).
     """
+    with index.keeping_in_sync(conn, index.sync_mode(grown_observations=sum(len(c) for _, c in items))):
+        return _add_observations(conn, items)
+
+
+def _add_observations(conn: apsw.Connection, items: Sequence[tuple[str, Sequence[str]]]) -> list[AddedObservations]:
     results: list[AddedObservations] = []
     for name, contents in items:
         entity_id = _require_entity(conn, name)
