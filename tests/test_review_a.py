@@ -13,9 +13,9 @@ import anyio
 import pytest
 from mcp import Client
 
-from graph_memory import graph
+from graph_memory.db import graph
+from graph_memory.db.store import Store
 from graph_memory.models import Entity
-from graph_memory.store import Store
 from test_external_changes import URI, Inbox, write_elsewhere
 from test_stdio import EXE, handshake, server_env
 
@@ -45,27 +45,33 @@ async def test_another_process_call_that_changes_nothing_is_not_notified(server:
 
 
 async def test_a_foreign_commit_between_the_two_reads_of_a_look_is_notified(server: Any, db_path: Path) -> None:
-    """ExternalChanges.look reads PRAGMA data_version, then graph_version, in two statements. A
-    foreign commit landing between them moves graph_version into the baseline while data_version
-    still looks unchanged; the next look then sees data_version moved with graph_version equal to
-    the baseline and calls it index upkeep: the change is never notified."""
+    """ExternalChanges.look reads PRAGMA data_version and graph_version; a foreign commit landing
+    between the two reads must not move graph_version into the baseline while data_version still
+    looks unchanged (the next look would call it index upkeep and never notify). Both are read in
+    one read transaction (Store.change_counters): a commit injected just before the graph_version
+    read is seen by both or by neither."""
+    from graph_memory.db import store as store_module
+
     external = server.external_changes
-    real = external._graph_version
+    real = store_module.graph_version
     injected = []
 
-    def graph_version_with_a_commit_just_before() -> int | None:
+    def graph_version_with_a_commit_just_before(conn: Any) -> int | None:
         if external._version is not None and not injected:
             injected.append(True)
             write_elsewhere(db_path, "Racer")  # another process commits right now
-        return real()
+        return real(conn)
 
     inbox = Inbox()
     async with Client(server, mode="legacy", message_handler=inbox) as watcher:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             await watcher.subscribe_resource(URI)
-        external._graph_version = graph_version_with_a_commit_just_before
-        await anyio.sleep(2.0)
+        store_module.graph_version = graph_version_with_a_commit_just_before  # type: ignore[assignment]
+        try:
+            await anyio.sleep(2.0)
+        finally:
+            store_module.graph_version = real
         assert injected
         assert inbox.uris == [URI], "the commit of 'Racer' was never notified"
 

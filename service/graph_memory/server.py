@@ -180,10 +180,10 @@ class ExternalChanges:
         except RuntimeError:  # not on an asyncio loop: no polling (tool calls still notify)
             return
         try:
-            self._version = self.store.data_version()
+            counters = self.store.change_counters()
         except GraphError:  # e.g. busy during another process's WAL recovery: the first look sets it
-            self._version = None
-        self._graph = self.store.graph_version()
+            counters = None
+        self._version, self._graph = counters if counters is not None else (None, None)
         self._handle = loop.call_later(self.interval, self.look)
 
     def cancel(self) -> None:
@@ -200,16 +200,16 @@ class ExternalChanges:
         if not self.watching():
             return
         try:
-            version = self.store.data_version()
-        except GraphError as exc:
+            counters = self.store.change_counters()
+        except GraphError as exc:  # busy: the next look tries again
             log.debug("external_change_look_failed", error=str(exc)[:200])
-            version = self._version
-        else:
-            if version is None:  # the store was closed
-                return
+            self._handle = asyncio.get_running_loop().call_later(self.interval, self.look)
+            return
+        if counters is None:  # the store was closed
+            return
         # With data_version unchanged no other connection committed, so a moved graph_version
         # is this server's own writes (notified by their calls): it only moves the baseline.
-        graph = self.store.graph_version()
+        version, graph = counters
         if self._version is None or version == self._version:
             self._version = version
             self._graph = graph

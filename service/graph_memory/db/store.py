@@ -293,30 +293,30 @@ class Store:
 
     # -- change counters (other processes' commits) ---------------------------------------------
 
-    def data_version(self) -> int | None:
-        """``PRAGMA data_version`` of this connection, outside any transaction: it changes exactly
-        when another connection committed since the last look (this one's own commits leave it).
+    def change_counters(self) -> tuple[int, int | None] | None:
+        """``(PRAGMA data_version, graph_version)`` read in one read transaction, so both describe
+        the same snapshot: a commit of another process lands before both or after both, never
+        between them.
 
         Returns:
-            The number, or None when this Store was closed.
+            The pair (graph_version None before migration 0005), or None when this Store was closed.
 
         Raises:
-            StoreError: it cannot be read now (e.g. busy during another process's WAL recovery).
+            StoreError: they cannot be read now (e.g. busy during another process's WAL recovery).
         """
         try:
-            return int(cast(int, self.conn.execute("PRAGMA data_version").fetchall()[0][0]))
+            self.conn.execute("BEGIN")
+            try:
+                graph = graph_version(self.conn)   # the first read starts the snapshot
+                data = int(cast(int, self.conn.execute("PRAGMA data_version").fetchall()[0][0]))
+            finally:
+                if self.conn.in_transaction:
+                    self.conn.execute("COMMIT")
         except apsw.ConnectionClosedError:
             return None
         except apsw.Error as exc:
             raise translate(exc, self.path) from exc
-
-    def graph_version(self) -> int | None:
-        """:func:`graph_version` on this connection, outside any transaction; None also when it
-        cannot be read now (then every foreign commit counts as a change of the graph)."""
-        try:
-            return graph_version(self.conn)
-        except apsw.Error:
-            return None
+        return data, graph
 
     # -- migrations -----------------------------------------------------------------------------
 
@@ -355,10 +355,10 @@ class Store:
         when SQLite reports the database busy.
 
         Args:
-            graph: the transaction may change the graph: when it changed any row, it also adds
-                one to ``graph_version`` (migration 0005), which tells other processes it was a
-                change of the graph; False for search-index upkeep, which changes no entity,
-                observation or relation.
+            graph: the transaction may change the graph: when it changed a row of entities,
+                observations or relations, it also adds one to ``graph_version`` (migration
+                0005), which tells other processes it was a change of the graph; False for
+                search-index upkeep, which changes none.
             large: one large write (an import): a larger page cache while it runs
                 (:data:`_LARGE_WRITE_CACHE_KIB`), so fewer dirty pages spill into the WAL early.
         """
@@ -368,10 +368,13 @@ class Store:
         with self._translated(), self._cache(_LARGE_WRITE_CACHE_KIB if large else None):
             self.conn.execute("BEGIN IMMEDIATE")
             try:
-                changes = self.conn.total_changes()
-                yield self.conn
-                if graph and self.conn.total_changes() != changes:
-                    _bump_graph_version(self.conn)
+                if graph:
+                    with _graph_rows_watched(self.conn) as changed:
+                        yield self.conn
+                    if changed:
+                        _bump_graph_version(self.conn)
+                else:
+                    yield self.conn
                 if index.backlog_full(self.conn):
                     self._catch_up_within_write()
                 self.conn.execute("COMMIT")
@@ -576,6 +579,27 @@ class Store:
                 conn.execute("ROLLBACK TO integrity")
                 conn.execute("RELEASE integrity")
         return problems
+
+
+_GRAPH_TABLES = frozenset({"entities", "observations", "relations"})
+
+
+@contextmanager
+def _graph_rows_watched(conn: apsw.Connection) -> Iterator[list[bool]]:
+    """While inside, note whether any row of entities, observations or relations was inserted,
+    updated or deleted (SQLite's update hook; bookkeeping such as the search index's queue,
+    import records or a no-op write does not count). Yields a list that is truthy once one was."""
+    changed: list[bool] = []
+
+    def hook(_op: int, _database: str, table: str, _rowid: int) -> None:
+        if not changed and table in _GRAPH_TABLES:
+            changed.append(True)
+
+    conn.set_update_hook(hook)
+    try:
+        yield changed
+    finally:
+        conn.set_update_hook(None)
 
 
 def _bump_graph_version(conn: apsw.Connection) -> None:
