@@ -63,7 +63,10 @@ def test_decoded_values_are_replaced_with_their_paths() -> None:
     value = {"a": ["ok", "x\ud83d"], "k\udc00": "v", "n": 1}
     fixed, count = replace_in_value(value, "", fields)
     assert fixed == {"a": ["ok", "x\ufffd"], "k\ufffd": "v", "n": 1} and count == 2
-    assert fields == ["a[1]", "k\ufffd (the key)"]
+    assert fields == ["a[1]", "* (the key)"]   # a key that is not a field name is not logged
+    fields = []
+    replace_in_value({"params": {"my secret key": ["x\ud83d"]}}, "", fields)
+    assert fields == ["params.*[0]"]
     untouched = {"a": ["ok"]}
     assert replace_in_value(untouched)[0] is untouched
 

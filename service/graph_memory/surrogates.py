@@ -122,7 +122,8 @@ def replace_in_value(value: Any, path: str = "", fields: list[str] | None = None
         pairs = {}
         for key, item in value.items():
             fixed_key, key_count = replace_in_value(key)
-            child = f"{path}.{fixed_key}" if path else str(fixed_key)
+            label = _key_label(fixed_key)
+            child = f"{path}.{label}" if path else label
             if key_count and fields is not None:
                 fields.append(f"{child} (the key)")
             fixed, count = replace_in_value(item, child, fields, depth + 1)
@@ -130,6 +131,15 @@ def replace_in_value(value: Any, path: str = "", fields: list[str] | None = None
             total += key_count + count
         return (pairs if total else value), total
     return value, 0
+
+
+_FIELD_NAME = re.compile(r"[A-Za-z_$][\w$-]{0,63}")
+
+
+def _key_label(key: Any) -> str:
+    """A key as it may appear in a logged field path: a field name as such, anything else (a
+    key a client filled with its own text) as ``*``, so paths never carry memory content."""
+    return key if isinstance(key, str) and _FIELD_NAME.fullmatch(key) else "*"
 
 
 def log_replaced(transport: str, original: str | bytes, replaced: int) -> None:
