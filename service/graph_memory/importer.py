@@ -474,6 +474,10 @@ def first_start_import(store: Store, candidates: list[Path], *,
                  reason="another process did the first-start import meanwhile")
         return None
     log.info("legacy_import", **report.log_fields())
+    if replaced := report.file.get("replaced_surrogates", 0):
+        log.warning("legacy_lone_surrogates_replaced", path=str(legacy_path), replaced=replaced,
+                    hint="the file holds halves of characters (such as an emoji a client cut in two); each "
+                         "half was imported as U+FFFD")
     for number, reason in report.skipped_lines:
         log.warning("legacy_line_skipped", path=str(legacy_path), line=number, reason=reason)
     return report
