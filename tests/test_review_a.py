@@ -91,23 +91,3 @@ def test_a_request_with_an_unusable_id_gets_an_invalid_request_reply(tmp_path: P
     replies = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
     errors = [m for m in replies if m.get("id") is None and "error" in m]
     assert [e["error"]["code"] for e in errors] == [-32600], replies
-
-
-async def test_closed_http_sessions_are_not_kept_as_subscribers(db_path: Path) -> None:
-    """A handshake-era HTTP client subscribes, then ends its session (DELETE) or is reaped as idle.
-    Subscribers keeps the session object, and notifying it later does not fail, so it is never
-    dropped: each such session costs memory for good (~18 KB; 4,500 → +80 MiB RSS) and time on
-    every later write (4,500 → ~150 ms per call instead of 2 ms)."""
-    from test_http import mcp_client, running
-
-    with running(db_path) as srv:
-        for _ in range(3):
-            async with mcp_client(srv.mcp, mode="legacy") as legacy:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    await legacy.subscribe_resource(URI)
-        async with mcp_client(srv.mcp, mode="legacy") as writer:
-            await writer.call_tool("create_entities", {"entities": [
-                {"name": "After", "entityType": "t", "observations": []}]})
-        await anyio.sleep(0.5)
-        assert len(srv.server.graph_subscribers) == 0
