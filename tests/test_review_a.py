@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -17,7 +14,6 @@ from graph_memory.db import graph
 from graph_memory.db.store import Store
 from graph_memory.models import Entity
 from test_external_changes import URI, Inbox, write_elsewhere
-from test_stdio import EXE, handshake, server_env
 
 pytestmark = pytest.mark.anyio
 
@@ -74,40 +70,3 @@ async def test_a_foreign_commit_between_the_two_reads_of_a_look_is_notified(serv
             store_module.graph_version = real
         assert injected
         assert inbox.uris == [URI], "the commit of 'Racer' was never notified"
-
-
-@pytest.mark.parametrize("bad_id", [True, 1.5, None, {"a": 1}, [1]])
-def test_a_request_with_an_unusable_id_gets_an_invalid_request_reply(tmp_path: Path, bad_id: Any) -> None:
-    """JSON-RPC 2.0: a request whose id is not a string or integer is an Invalid Request, answered
-    with -32600 and id null. Today the SDK reads it as a notification and drops it silently
-    (stdio and HTTP answer nothing; HTTP says 202), so the client waits for its timeout."""
-    lines = [json.dumps(m) for m in handshake()] + [
-        json.dumps({"jsonrpc": "2.0", "id": bad_id, "method": "tools/call",
-                    "params": {"name": "read_graph", "arguments": {}}}),
-        json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"})]
-    command = [str(EXE)] if EXE.exists() else [sys.executable, "-m", "graph_memory"]
-    done = subprocess.run(command, input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=60,
-                          env=server_env(tmp_path, tmp_path / "memory.db"))
-    replies = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
-    errors = [m for m in replies if m.get("id") is None and "error" in m]
-    assert [e["error"]["code"] for e in errors] == [-32600], replies
-
-
-async def test_closed_http_sessions_are_not_kept_as_subscribers(db_path: Path) -> None:
-    """A handshake-era HTTP client subscribes, then ends its session (DELETE) or is reaped as idle.
-    Subscribers keeps the session object, and notifying it later does not fail, so it is never
-    dropped: each such session costs memory for good (~18 KB; 4,500 → +80 MiB RSS) and time on
-    every later write (4,500 → ~150 ms per call instead of 2 ms)."""
-    from test_http import mcp_client, running
-
-    with running(db_path) as srv:
-        for _ in range(3):
-            async with mcp_client(srv.mcp, mode="legacy") as legacy:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    await legacy.subscribe_resource(URI)
-        async with mcp_client(srv.mcp, mode="legacy") as writer:
-            await writer.call_tool("create_entities", {"entities": [
-                {"name": "After", "entityType": "t", "observations": []}]})
-        await anyio.sleep(0.5)
-        assert len(srv.server.graph_subscribers) == 0

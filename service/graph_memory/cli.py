@@ -260,7 +260,7 @@ async def _serve_stdio(server: object, on_signal: Callable[[], None]) -> None:
     import anyio
     from mcp.server.stdio import stdio_server
 
-    from graph_memory.stdio import answering_every_request
+    from graph_memory.stdio import answering_every_request, tapped_stdin
 
     async with anyio.create_task_group() as tasks:
 
@@ -276,9 +276,10 @@ async def _serve_stdio(server: object, on_signal: Callable[[], None]) -> None:
 
         tasks.start_soon(stop_on_signal)
         _say_waiting_on_a_terminal()
-        async with stdio_server() as streams:
-            read_stream, write_stream = answering_every_request(*streams)
-            await server.run(read_stream, write_stream, server.create_initialization_options())  # type: ignore[attr-defined]
+        with tapped_stdin() as stdin:
+            async with stdio_server(stdin=stdin) as (sdk_read, sdk_write):  # type: ignore[arg-type]  # iterated only
+                read_stream, write_stream = answering_every_request(sdk_read, sdk_write, stdin=stdin)
+                await server.run(read_stream, write_stream, server.create_initialization_options())  # type: ignore[attr-defined]
         tasks.cancel_scope.cancel()
 
 

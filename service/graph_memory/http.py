@@ -281,6 +281,11 @@ class RequestLimits:
       bare 503; that answer is replaced by HTTP 503 and error -32000 naming the limit,
       :data:`SESSIONS_SETTING` and the idle time after which sessions close by themselves.
 
+    * **Unusable id**: a body whose message has an ``id`` that is not a string or integer gets
+      HTTP 400 and error -32600 with id null (:func:`unusable_id_type`), as the transport spec
+      says for a message the server cannot accept; the SDK would read it as a notification and
+      answer 202 with nothing, so the client would wait for its timeout.
+
     The error's ``id`` is the request's when the start of its body names it (``{"jsonrpc": "2.0",
     "id": 7, …``, see :func:`request_id_of`), else null. Other paths and methods pass untouched.
     """
@@ -332,6 +337,11 @@ class RequestLimits:
                         setting=BODY_LIMIT_SETTING)
             await _jsonrpc_error(send, 413, JSONRPC_INVALID_REQUEST, self._too_large, request_id_of(body),
                                  {"limitBytes": self.max_body_bytes, "setting": BODY_LIMIT_SETTING})
+            return
+        id_type = unusable_id_type(body, request_id_of(body))
+        if id_type is not None:
+            log.warning("invalid_message", code=JSONRPC_INVALID_REQUEST, faults=[f"unusable_id_{id_type}"])
+            await _jsonrpc_error(send, 400, JSONRPC_INVALID_REQUEST, UNUSABLE_ID_MESSAGE, None, {"idType": id_type})
             return
         replay: list[Message] = []
         if seen_body:
@@ -412,6 +422,37 @@ def request_id_of(body: bytes | bytearray) -> int | str | None:
             at += 1
     except ValueError:  # cut off inside a value, or not JSON
         return None
+
+
+UNUSABLE_ID_MESSAGE: Final = (
+    "Invalid Request: the request's id must be a string or an integer (true, a number with a fraction, null, "
+    "an object or an array cannot be answered); leave id out only for a notification. The request was not "
+    "processed."
+)
+
+
+def unusable_id_type(body: bytes | bytearray, early_id: int | str | None) -> str | None:
+    """The JSON type of the ``id`` of the JSON-RPC message ``body`` when it has one that is not a
+    string or integer (``"boolean"``, ``"number"``, ``"null"``, ``"object"``, ``"array"``): JSON-RPC
+    2.0's Invalid Request, which the SDK would take for a notification and answer 202 with nothing.
+    None otherwise, also for a body that is not a JSON object (the SDK answers those itself).
+
+    ``early_id`` is :func:`request_id_of` of the body: a usable id found at its start (every
+    request of the official clients) settles it without parsing the body again; so does a body
+    without the text ``"id"``.
+    """
+    if early_id is not None or b'"id"' not in body:
+        return None
+    try:
+        message = json.loads(body)
+    except ValueError:  # not JSON (or not UTF-8): the SDK's parse error
+        return None
+    if not isinstance(message, dict) or "id" not in message:
+        return None
+    value = message["id"]
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return None
+    return {bool: "boolean", float: "number", dict: "object", list: "array"}.get(type(value), "null")
 
 
 def _skip_space(text: str, at: int) -> int:

@@ -24,6 +24,7 @@ import importlib.util
 import json
 import time
 from collections.abc import Callable, Coroutine
+from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
@@ -53,8 +54,12 @@ log = get_logger("graph_memory.server")
 class Subscribers:
     """Handshake-era sessions subscribed to resource URIs via ``resources/subscribe``.
 
-    Keyed by the session's connection, so repeated subscriptions from one client count once and
-    a closed connection is dropped the first time a notification to it fails.
+    Keyed by the session's connection, so repeated subscriptions from one client count once. A
+    session leaves when its connection ends: :meth:`add` pushes :meth:`forget` onto the
+    connection's ``exit_stack``, which the SDK unwinds however the connection ended (an HTTP
+    session's DELETE or idle timeout, stdin's end, a crash). Sending to an ended HTTP session
+    does not fail, so without this it would stay for good, costing memory and time on every
+    notification. A send that does fail (a stuck connection) drops the session too.
     """
 
     def __init__(self) -> None:
@@ -64,10 +69,27 @@ class Subscribers:
     def _key(session: Any) -> int:
         return id(getattr(session, "_connection", session))
 
-    def add(self, session: Any, uri: str) -> None:
-        """Subscribe ``session`` to ``uri``."""
-        entry = self._by_connection.setdefault(self._key(session), (session, set()))
+    def add(self, session: Any, uri: str, ends: AsyncExitStack | None = None) -> None:
+        """Subscribe ``session`` to ``uri``; ``ends`` is its connection's ``exit_stack``, unwound
+        when the connection ends, which then forgets the session (None: only :meth:`remove`,
+        :meth:`forget` or a failed send do)."""
+        key = self._key(session)
+        entry = self._by_connection.get(key)
+        if entry is None:
+            entry = self._by_connection[key] = (session, set())
+            if ends is not None:
+                ends.callback(self._forget_key, key, session)
         entry[1].add(uri)
+
+    def forget(self, session: Any) -> None:
+        """Unsubscribe ``session`` from every URI (no error when it was not subscribed)."""
+        self._forget_key(self._key(session), session)
+
+    def _forget_key(self, key: int, session: Any) -> None:
+        entry = self._by_connection.get(key)
+        if entry is not None and entry[0] is session:  # not a later session reusing the id
+            del self._by_connection[key]
+            log.debug("subscriber_ended")
 
     def remove(self, session: Any, uri: str) -> None:
         """Unsubscribe ``session`` from ``uri`` (no error when it was not subscribed)."""
@@ -92,6 +114,15 @@ class Subscribers:
             except Exception as exc:  # a closed or stuck connection: forget it
                 log.debug("subscriber_dropped", reason=repr(exc))
                 self._by_connection.pop(key, None)
+
+
+def connection_exit_stack(session: Any) -> AsyncExitStack | None:
+    """The ``exit_stack`` of ``session``'s SDK ``Connection``: the SDK unwinds it (shielded) when
+    the connection's serving loop ends, whatever ended it. Handlers' contexts do not expose the
+    connection, so it is read off the session's ``_connection``; None if a later SDK moves it
+    (``test_subscriber_lifetime`` then fails)."""
+    stack = getattr(getattr(session, "_connection", None), "exit_stack", None)
+    return stack if isinstance(stack, AsyncExitStack) else None
 
 
 class IdleCatchUp:
@@ -378,7 +409,7 @@ def build_server(memory: Memory, *, extra_tools: tuple[ToolSpec, ...] = ()) -> S
 
     async def subscribe(ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
                         ) -> types.EmptyResult:
-        subscribers.add(ctx.session, str(params.uri))
+        subscribers.add(ctx.session, str(params.uri), connection_exit_stack(ctx.session))
         external.start()
         return types.EmptyResult()
 

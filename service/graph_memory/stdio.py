@@ -11,14 +11,22 @@ messages.
 A line that is not a JSON-RPC message, which the SDK passes on as an exception and then ignores,
 gets the error reply JSON-RPC 2.0 prescribes: -32700 when it is not JSON, -32600 when it is JSON but
 not a message, with the line's id when it has a usable one. A client that sent a malformed request
-is told so instead of waiting for a reply that never comes. Blank lines are skipped. A line refused
+is told so instead of waiting for a reply that never comes. So is a request whose ``id`` is not a
+string or integer (true, 1.5, null, an object): the SDK reads it as a notification and would drop
+it, so a line the SDK read as a notification but that has an ``"id"`` member gets -32600 with id
+null and is not served (:func:`unusable_id_reply`; only such lines are parsed a second time, which
+needs the raw lines, see :func:`tapped_stdin`). Blank lines are skipped. A line refused
 only for lone surrogate escapes (half an emoji) is read with U+FFFD in their place and served
 (:func:`with_lone_surrogates_replaced`, :mod:`graph_memory.surrogates`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import contextlib
+import json
+import sys
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Self
 
 import anyio
@@ -118,11 +126,12 @@ class DrainingReadStream(_StreamWrapper):
     """The SDK's read stream, whose end of input waits for :class:`InFlight` to empty."""
 
     def __init__(self, inner: Any, in_flight: InFlight, reply: Callable[[Any], Awaitable[None]],
-                 drain_seconds: float = DRAIN_SECONDS) -> None:
+                 drain_seconds: float = DRAIN_SECONDS, lines: deque[str] | None = None) -> None:
         self._inner = inner
         self._in_flight = in_flight
         self._reply = reply
         self._drain_seconds = drain_seconds
+        self._lines = lines
 
     @property
     def last_context(self) -> Any:
@@ -140,6 +149,13 @@ class DrainingReadStream(_StreamWrapper):
                 if len(self._in_flight) and not await self._in_flight.wait(self._drain_seconds):
                     log.warning("replies_dropped_at_end_of_input", requests=len(self._in_flight))
                 raise
+            # The SDK reads one item (a message or an error) per line, in order.
+            line = self._lines.popleft() if self._lines else None
+            if line is not None and isinstance(getattr(item, "message", None), JSONRPCNotification):
+                refusal = unusable_id_reply(item.message, line)
+                if refusal is not None:
+                    await self._reply(refusal)
+                    continue
             if isinstance(item, ValidationError):
                 item = with_lone_surrogates_replaced(item)
             if isinstance(item, ValidationError):
@@ -213,8 +229,72 @@ def invalid_message_reply(error: ValidationError) -> SessionMessage | None:
         code=code, message=f"{what}; send one JSON-RPC message per line")))
 
 
-def answering_every_request(read_stream: Any, write_stream: Any) -> tuple[DrainingReadStream, ObservedWriteStream]:
-    """The pair of ``stdio_server()`` streams to hand to ``server.run``, wrapped as above."""
+def unusable_id_reply(message: JSONRPCNotification, line: str) -> SessionMessage | None:
+    """The -32600 reply (id null) to ``line`` when the SDK read it as the notification ``message``
+    although it has an ``id`` member: a request whose id is not a string or integer (JSON-RPC 2.0:
+    an Invalid Request). None for a true notification. Parses ``line`` only when it contains
+    ``"id"``; notifications are few and short."""
+    if '"id"' not in line:
+        return None
+    try:
+        raw = json.loads(line)
+    except ValueError:  # e.g. read only after its lone surrogates were replaced: not this case
+        return None
+    if not isinstance(raw, dict) or "id" not in raw or raw.get("method") != message.method:
+        return None
+    # The kind of id only: the line itself may hold the user's data.
+    log.warning("invalid_message", code=INVALID_REQUEST, faults=[f"unusable_id_{type(raw['id']).__name__}"])
+    return SessionMessage(JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(
+        code=INVALID_REQUEST, message=f"Invalid Request: {UNUSABLE_ID}; send one JSON-RPC message per line")))
+
+
+UNUSABLE_ID = ("the request's id must be a string or an integer (true, a number with a fraction, null, an "
+               "object or an array cannot be answered); leave id out only for a notification")
+
+
+class LineTap:
+    """The SDK's stdin as the async iterator of lines it reads, keeping each line in :attr:`lines`
+    until :class:`DrainingReadStream` takes it with the SDK's item for that line."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.lines: deque[str] = deque()
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._lines()
+
+    async def _lines(self) -> AsyncIterator[str]:
+        async for line in self._inner:
+            self.lines.append(line)
+            yield line
+
+
+@contextlib.contextmanager
+def tapped_stdin() -> Iterator[LineTap | None]:
+    """Stdin for ``stdio_server(stdin=…)``, claimed as the SDK claims it (fd 0 points at the null
+    device while serving, so nothing else reads the protocol's input) and tapped
+    (:class:`LineTap`). None when this SDK has no such claim (then serve plain ``stdio_server()``;
+    requests with an unusable id then go unanswered, as before)."""
+    try:
+        from mcp.server.stdio import _claim_fd, _open_stdin_diversion, _UnownedTextWrapper
+    except ImportError:  # pragma: no cover - a later SDK: see the docstring
+        yield None
+        return
+    import anyio
+
+    buffer, release = _claim_fd(0, sys.stdin, "rb", _open_stdin_diversion)
+    try:
+        yield LineTap(anyio.wrap_file(_UnownedTextWrapper(buffer, encoding="utf-8", errors="replace")))
+    finally:
+        if release is not None:
+            release()
+
+
+def answering_every_request(read_stream: Any, write_stream: Any, stdin: LineTap | None = None
+                            ) -> tuple[DrainingReadStream, ObservedWriteStream]:
+    """The pair of ``stdio_server()`` streams to hand to ``server.run``, wrapped as above;
+    ``stdin``: the tapped stdin the SDK reads, so requests with an unusable id are answered."""
     in_flight = InFlight()
     writer = ObservedWriteStream(write_stream, in_flight)
-    return DrainingReadStream(read_stream, in_flight, writer.send), writer
+    lines = stdin.lines if stdin is not None else None
+    return DrainingReadStream(read_stream, in_flight, writer.send, lines=lines), writer
