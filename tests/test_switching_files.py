@@ -1,5 +1,6 @@
-"""Adversarial review of issue 13 (reviewer B): data and files. Each test pins one defect found
-by driving a fresh install as a switching user would; they fail until the defect is fixed."""
+"""Switching users' files and paths (issue 13): pipes import, empty settings mean the default,
+backups in one second both keep, hints for odd files lead somewhere true. Each test pins a defect a
+review found by driving a fresh install as a switching user would."""
 
 from __future__ import annotations
 
