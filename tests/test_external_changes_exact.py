@@ -1,4 +1,5 @@
-"""Subscribers hear of exactly the graph changes of other processes: not of a call that changed nothing, and a commit between the two reads of a look is not lost (found by a review of issue 13)."""
+"""Subscribers hear of exactly the graph changes of other processes: not of a call that changed
+nothing, and a commit between the two reads of a look is not lost (found by a review of issue 13)."""
 
 from __future__ import annotations
 
