@@ -184,3 +184,24 @@ def test_serve_imports_on_the_first_start_only_and_logs_the_counts(tmp_path: Pat
     second = serve(tmp_path, legacy)
     assert second.returncode == 0 and "legacy_import" not in second.stderr
     assert legacy.read_bytes() == GOOD
+
+
+def test_a_failed_start_logs_its_start_before_its_stop(tmp_path: Path) -> None:
+    """Every server_stopped follows its server_starting, also when the start fails (a damaged
+    legacy file); a database that cannot be opened logs server_start_failed."""
+    import subprocess
+
+    from test_stdio import EXE, server_env
+
+    legacy = tmp_path / "memory.jsonl"
+    legacy.write_text("{oops\n")
+    env = {**server_env(tmp_path, legacy), "MEMORY_LOG_FORMAT": "json"}
+    done = subprocess.run([str(EXE)], input="", capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 1 and done.stdout == ""
+    events = [json.loads(x)["event"] for x in done.stderr.splitlines() if x.startswith("{")]
+    assert events.index("server_starting") < events.index("server_stopped"), events
+    (tmp_path / "not.db").write_text("not a database")
+    env["MEMORY_FILE_PATH"] = str(tmp_path / "not.db")
+    done = subprocess.run([str(EXE)], input="", capture_output=True, text=True, timeout=60, env=env)
+    events = [json.loads(x)["event"] for x in done.stderr.splitlines() if x.startswith("{")]
+    assert done.returncode == 1 and events == ["server_starting", "server_start_failed"], done.stderr

@@ -201,7 +201,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     typed_tools = load_typed_tools(settings.schemas_dir)   # an invalid schema stops here, before the database
     # Logged before anything can fail, so that every server_stopped follows its server_starting.
     log.info("server_starting", transport=settings.transport, database=str(settings.database_path))
-    store = Store.open(settings.database_path, busy_timeout_ms=settings.busy_timeout_ms)
+    try:
+        store = Store.open(settings.database_path, busy_timeout_ms=settings.busy_timeout_ms)
+    except GraphError as exc:  # for log collectors; main prints the message for people
+        log.error("server_start_failed", database=str(settings.database_path), error=str(exc)[:500])
+        raise
 
     def stop() -> None:
         # Leave the file with its search index up to date (a later search would catch up anyway).
