@@ -27,8 +27,7 @@ UID = 10001
 PY = "/opt/graph-memory/bin/python"
 """The image's venv interpreter (has the mcp SDK, httpx2 and apsw)."""
 DB = "/data/memory.db"
-SCHEMA_VERSION = len(list((Path(__file__).resolve().parents[2] / "service" / "graph_memory" / "migrations")
-                          .glob("[0-9]*.sql")))
+SCHEMA_VERSION = len(list((Path(__file__).resolve().parents[2] / "migrations").glob("[0-9]*.sql")))
 """The schema version a fully migrated database has: one per migration file in the repository."""
 PROTOCOL = "2025-11-25"
 LABEL = "io.graph-memory.integration-test"
