@@ -14,8 +14,8 @@ import pytest
 
 from graph_memory.db.store import Store
 from graph_memory.logs import configure_logging
-from graph_memory.server import build_server
-from graph_memory.tools import Memory
+from graph_memory.mcp.server import build_server
+from graph_memory.mcp.tools import Memory
 
 configure_logging("warning", "console")
 

@@ -34,7 +34,7 @@ from mcp.shared.exceptions import MCPError
 
 from graph_memory.db import migrations
 from graph_memory.db.store import Store
-from graph_memory.http import (
+from graph_memory.mcp.http import (
     AccessLog,
     BearerAuth,
     build_app,
@@ -42,9 +42,9 @@ from graph_memory.http import (
     listen_streams_closer,
     readiness,
 )
-from graph_memory.server import GRAPH_URI, build_server
+from graph_memory.mcp.server import GRAPH_URI, build_server
+from graph_memory.mcp.tools import Memory
 from graph_memory.settings import Settings
-from graph_memory.tools import Memory
 
 from helpers import call, names
 
@@ -180,12 +180,12 @@ def test_probes_need_no_token_and_pass_any_host(db_path: Path) -> None:
 
 
 def test_an_unexpected_error_answers_500_without_details(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import graph_memory.http
+    import graph_memory.mcp.http
 
     def broken(*args: Any) -> Any:
         raise RuntimeError("secret internals at /srv/data")
 
-    monkeypatch.setattr(graph_memory.http, "readiness", broken)
+    monkeypatch.setattr(graph_memory.mcp.http, "readiness", broken)
     with running(db_path) as srv, httpx2.Client(base_url=srv.url) as http:
         response = http.get("/readyz")
         assert response.status_code == 500

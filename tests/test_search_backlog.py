@@ -21,9 +21,9 @@ import pytest
 from graph_memory.db import graph, index, search
 from graph_memory.db.store import Store
 from graph_memory.errors import GraphError
+from graph_memory.mcp.server import IdleCatchUp
+from graph_memory.mcp.tools import TOOLS, Memory
 from graph_memory.models import Entity
-from graph_memory.server import IdleCatchUp
-from graph_memory.tools import TOOLS, Memory
 
 SPECS = {spec.name: spec for spec in TOOLS}
 

@@ -16,9 +16,9 @@ import pytest
 from graph_memory.db import graph, index, search
 from graph_memory.db.store import Store
 from graph_memory.errors import InvalidInput
+from graph_memory.mcp.tools import TOOLS, Memory
+from graph_memory.mcp.typed import load_typed_tools
 from graph_memory.models import Entity
-from graph_memory.tools import TOOLS, Memory
-from graph_memory.typed import load_typed_tools
 
 from helpers import REPO
 

@@ -22,9 +22,9 @@ from mcp import Client
 from graph_memory import cli
 from graph_memory.db.store import Store
 from graph_memory.errors import SchemaError
-from graph_memory.server import build_server
-from graph_memory.tools import Memory
-from graph_memory.typed import display_name, load_schemas, load_typed_tools
+from graph_memory.mcp.server import build_server
+from graph_memory.mcp.tools import Memory
+from graph_memory.mcp.typed import display_name, load_schemas, load_typed_tools
 
 from helpers import REPO, call, call_error
 

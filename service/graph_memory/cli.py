@@ -195,7 +195,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from graph_memory.discover import log_hint_if_reference_files
     from graph_memory.importer import first_start_action, first_start_import
     from graph_memory.logs import get_logger
-    from graph_memory.typed import load_typed_tools
+    from graph_memory.mcp.typed import load_typed_tools
 
     log = get_logger("graph_memory.cli")
     typed_tools = load_typed_tools(settings.schemas_dir)   # an invalid schema stops here, before the database
@@ -224,13 +224,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
                              f"{what_to_do}") from exc
         if new_database:  # only the start that created it: a database emptied on purpose stays quiet
             log_hint_if_reference_files(store, log)
-        from graph_memory.server import build_server
-        from graph_memory.tools import Limits, Memory
+        from graph_memory.mcp.server import build_server
+        from graph_memory.mcp.tools import Limits, Memory
 
         server = build_server(Memory(store, Limits.from_settings(settings)), extra_tools=typed_tools)
         log.info("server_ready", transport=settings.transport, database=str(store.path))
         if settings.transport == "http":
-            from graph_memory.http import serve_http
+            from graph_memory.mcp.http import serve_http
 
             serve_http(server, store, settings)
         else:
@@ -260,7 +260,7 @@ async def _serve_stdio(server: object, on_signal: Callable[[], None]) -> None:
     import anyio
     from mcp.server.stdio import stdio_server
 
-    from graph_memory.stdio import answering_every_request
+    from graph_memory.mcp.stdio import answering_every_request
 
     async with anyio.create_task_group() as tasks:
 

@@ -26,8 +26,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from graph_memory.db.store import Store
-from graph_memory.server import build_server
-from graph_memory.tools import TOOLS, Limits, Memory
+from graph_memory.mcp.server import build_server
+from graph_memory.mcp.tools import TOOLS, Limits, Memory
 
 from .conftest import SLOW, RawServer, server_env
 
@@ -584,8 +584,8 @@ def test_big_batches_index_exactly_like_small_ones(tmp_path_factory: pytest.Temp
                                                    batches: list[list[tuple[str, list[str]]]]) -> None:
     """The same additions as one call per observation (triggers, row by row) and as whole batches
     (batched search sync from 16 observations on) give identical search documents and results."""
-    from graph_memory import tools
     from graph_memory.db import search
+    from graph_memory.mcp import tools
 
     folder = tmp_path_factory.mktemp("equiv")
     small, big = Store.open(folder / "small.db"), Store.open(folder / "big.db")

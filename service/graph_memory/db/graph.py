@@ -478,7 +478,7 @@ def update_observations(conn: apsw.Connection, updates: Sequence[ObservationUpda
     return [{"entityName": name, "updatedObservations": items} for name, items in grouped.items()]
 
 
-# -- typed tools (graph_memory.typed) ------------------------------------------------------------
+# -- typed tools (graph_memory.mcp.typed) -------------------------------------------------------
 
 
 def entity_type(conn: apsw.Connection, name: str) -> str | None:

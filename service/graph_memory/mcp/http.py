@@ -437,7 +437,7 @@ def build_app(server: Any, store: Store, settings: Settings) -> AccessLog:
     """The complete ASGI app: the SDK's streamable-HTTP app plus probes, auth and access log.
 
     Args:
-        server: the low-level MCP server from :func:`graph_memory.server.build_server`.
+        server: the low-level MCP server from :func:`graph_memory.mcp.server.build_server`.
         store: the open store the server works on (``/readyz`` checks it).
         settings: HTTP host, token, allowed hosts and origins, and the request limits come from here.
     """

@@ -2,7 +2,7 @@
 
 Built on the SDK's low-level ``Server`` so the advertised schemas are exactly ours and every
 result is built once, with no second validation layer on the hot path. Tool adapters live in
-:mod:`graph_memory.tools`; this module maps their outcomes and errors onto MCP results.
+:mod:`graph_memory.mcp.tools`; this module maps their outcomes and errors onto MCP results.
 
 Notifications: after a call that changed the graph, ``notifications/resources/updated`` for
 ``memory://knowledge-graph`` goes to every subscribed session of both protocol generations —
@@ -37,8 +37,8 @@ from graph_memory.db import graph, index
 from graph_memory.db.store import Store
 from graph_memory.errors import GraphError
 from graph_memory.logs import get_logger
-from graph_memory.request_params import explain_invalid_params
-from graph_memory.tools import TOOLS, Memory, Outcome, ToolSpec
+from graph_memory.mcp.request_params import explain_invalid_params
+from graph_memory.mcp.tools import TOOLS, Memory, Outcome, ToolSpec
 
 GRAPH_URI = "memory://knowledge-graph"
 SERVER_NAME = "graph-memory"

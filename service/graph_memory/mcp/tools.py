@@ -18,7 +18,7 @@ from pydantic_core import PydanticCustomError
 from graph_memory.db import graph, search
 from graph_memory.db.store import Store
 from graph_memory.errors import InvalidInput
-from graph_memory.jsontext import dumps_indent2
+from graph_memory.mcp.jsontext import dumps_indent2
 from graph_memory.models import DEFAULT_WEIGHT, Entity, GraphSlice, Relation
 from graph_memory.settings import Settings
 

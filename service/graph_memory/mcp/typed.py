@@ -35,8 +35,7 @@ from graph_memory.db import graph
 from graph_memory.db.store import Connection
 from graph_memory.errors import Conflict, EntityNotFound, InvalidInput, SchemaError
 from graph_memory.logs import get_logger
-from graph_memory.models import Entity, Relation
-from graph_memory.tools import (
+from graph_memory.mcp.tools import (
     ADDITIVE,
     DELETE_OUT_BASE,
     DESTRUCTIVE,
@@ -51,6 +50,7 @@ from graph_memory.tools import (
     _object,
     _str,
 )
+from graph_memory.models import Entity, Relation
 from graph_memory.wording import plural
 
 SUFFIX = ".schema.json"
