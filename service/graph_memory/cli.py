@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from graph_memory.db.backup import GraphCounts
     from graph_memory.db.store import Store
     from graph_memory.importer import ImportReport
+    from graph_memory.mcp.server import ServerHandle
     from graph_memory.settings import Settings
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PENDING = 0, 1, 2, 3
@@ -224,10 +225,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
                              f"{what_to_do}") from exc
         if new_database:  # only the start that created it: a database emptied on purpose stays quiet
             log_hint_if_reference_files(store, log)
+        from graph_memory.db.backend import SqliteBackend
         from graph_memory.mcp.server import build_server
-        from graph_memory.mcp.tools import Limits, Memory
+        from graph_memory.service import Limits, MemoryService
 
-        server = build_server(Memory(store, Limits.from_settings(settings)), extra_tools=typed_tools)
+        server = build_server(MemoryService(SqliteBackend(store), Limits.from_settings(settings)),
+                              extra_tools=typed_tools)
         log.info("server_ready", transport=settings.transport, database=str(store.path))
         if settings.transport == "http":
             from graph_memory.mcp.http import serve_http
@@ -247,7 +250,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def _serve_stdio(server: object, on_signal: Callable[[], None]) -> None:
+async def _serve_stdio(handle: ServerHandle, on_signal: Callable[[], None]) -> None:
     """Serve one stdio connection until stdin closes or SIGTERM/SIGINT arrives.
 
     On a signal, ``on_signal`` runs on the event loop thread (so no tool call is mid-transaction:
@@ -278,7 +281,8 @@ async def _serve_stdio(server: object, on_signal: Callable[[], None]) -> None:
         _say_waiting_on_a_terminal()
         async with stdio_server() as streams:
             read_stream, write_stream = answering_every_request(*streams)
-            await server.run(read_stream, write_stream, server.create_initialization_options())  # type: ignore[attr-defined]
+            server = handle.server
+            await server.run(read_stream, write_stream, server.create_initialization_options())
         tasks.cancel_scope.cancel()
 
 
