@@ -352,42 +352,71 @@ def build_server(memory: MemoryService, *, extra_tools: tuple[ToolSpec, ...] = (
         :func:`graph_memory.mcp.http.serve_http` (HTTP).
     """
     specs = {spec.name: spec for spec in (*TOOLS, *extra_tools)}
-    subscribers = Subscribers()
-    idle_catch_up = IdleCatchUp(memory.backend)
+    handlers = _Handlers(memory, specs)
+    listen = ListenHandler(handlers.bus)
+    server: Server[Any] = Server(
+        SERVER_NAME,
+        version=package_version(),
+        instructions=INSTRUCTIONS,
+        on_list_tools=_list_tools(specs.values()),
+        on_call_tool=handlers.call_tool,
+        on_list_resources=_list_resources,
+        on_read_resource=handlers.read_resource,
+        on_subscribe_resource=handlers.subscribe,
+        on_unsubscribe_resource=handlers.unsubscribe,
+        on_subscriptions_listen=listen,
+    )
+    _set_middleware(server)
+    return ServerHandle(server, handlers.subscribers, listen, handlers.idle_catch_up, handlers.external)
 
-    async def graph_changed() -> None:
-        await bus.publish(ResourceUpdated(uri=GRAPH_URI))
-        await subscribers.notify(GRAPH_URI)
 
-    external = ExternalChanges(memory.backend, lambda: bool(len(subscribers) or bus.listeners), graph_changed)
-    bus = _CountingBus(external.start)
+class _Handlers:
+    """The request handlers of one server over ``memory``, and the notification state they share:
+    handshake-era ``subscribers``, the listen-stream ``bus``, the index's idle timer and the
+    poller of other processes' commits."""
 
-    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    def __init__(self, memory: MemoryService, specs: dict[str, ToolSpec]) -> None:
+        self.memory = memory
+        self.specs = specs
+        self.subscribers = Subscribers()
+        self.idle_catch_up = IdleCatchUp(memory.backend)
+        self.external = ExternalChanges(memory.backend, self._watched, self.graph_changed)
+        self.bus = _CountingBus(self.external.start)
+
+    def _watched(self) -> bool:
+        return bool(len(self.subscribers) or self.bus.listeners)
+
+    async def graph_changed(self) -> None:
+        """Tell every subscriber of both protocol generations that the graph changed."""
+        await self.bus.publish(ResourceUpdated(uri=GRAPH_URI))
+        await self.subscribers.notify(GRAPH_URI)
+
+    async def call_tool(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
                         ) -> types.CallToolResult:
-        spec = specs.get(params.name)
+        spec = self.specs.get(params.name)
         if spec is None:
-            return _error(f"Unknown tool: {params.name}. Available tools: {', '.join(specs)}")
+            return _error(f"Unknown tool: {params.name}. Available tools: {', '.join(self.specs)}")
         started = time.perf_counter()
         try:
-            outcome: Outcome = spec.run(memory, params.arguments or {})
+            outcome: Outcome = spec.run(self.memory, params.arguments or {})
         except Exception as exc:
             return _tool_error(spec, exc, started)
         writes = not spec.annotations["readOnlyHint"]
         (log.info if writes else log.debug)("tool_call", tool=spec.name, **_counts(outcome), ms=_ms(started))
-        idle_catch_up.after_call(outcome.changed)
+        self.idle_catch_up.after_call(outcome.changed)
         if outcome.changed:
-            await graph_changed()
+            await self.graph_changed()
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=outcome.render())],
             structured_content=outcome.structured,
         )
 
-    async def read_resource(ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    async def read_resource(self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
                             ) -> types.ReadResourceResult:
         if str(params.uri) != GRAPH_URI:
             raise MCPError(code=-32002, message=f"Resource not found: {params.uri}")
         try:
-            payload = memory.read_graph().to_dict()
+            payload = self.memory.read_graph().to_dict()
         except Exception as exc:
             raise _resource_error(exc) from None
         return types.ReadResourceResult(contents=[types.TextResourceContents(
@@ -395,32 +424,16 @@ def build_server(memory: MemoryService, *, extra_tools: tuple[ToolSpec, ...] = (
             text=json.dumps(payload, indent=2, ensure_ascii=False),
         )])
 
-    async def subscribe(ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
+    async def subscribe(self, ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
                         ) -> types.EmptyResult:
-        subscribers.add(ctx.session, str(params.uri))
-        external.start()
+        self.subscribers.add(ctx.session, str(params.uri))
+        self.external.start()
         return types.EmptyResult()
 
-    async def unsubscribe(ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
+    async def unsubscribe(self, ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
                           ) -> types.EmptyResult:
-        subscribers.remove(ctx.session, str(params.uri))
+        self.subscribers.remove(ctx.session, str(params.uri))
         return types.EmptyResult()
-
-    listen = ListenHandler(bus)
-    server: Server[Any] = Server(
-        SERVER_NAME,
-        version=package_version(),
-        instructions=INSTRUCTIONS,
-        on_list_tools=_list_tools(specs.values()),
-        on_call_tool=call_tool,
-        on_list_resources=_list_resources,
-        on_read_resource=read_resource,
-        on_subscribe_resource=subscribe,
-        on_unsubscribe_resource=unsubscribe,
-        on_subscriptions_listen=listen,
-    )
-    _set_middleware(server)
-    return ServerHandle(server, subscribers, listen, idle_catch_up, external)
 
 
 def _list_tools(specs: Iterable[ToolSpec]) -> Callable[
