@@ -15,11 +15,17 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
-from graph_memory.db.graph import ObservationUpdate
+from graph_memory.db.graph import (
+    DeleteEntitiesResult,
+    DeleteObservationsResult,
+    DeleteRelationsResult,
+    ObservationUpdate,
+)
 from graph_memory.errors import InvalidInput
 from graph_memory.mcp.jsontext import dumps_indent2
 from graph_memory.models import DEFAULT_WEIGHT, MODES, Entity, GraphSlice, Relation
 from graph_memory.service import MemoryService
+from graph_memory.wording import plural
 
 # -- advertised JSON schemas ----------------------------------------------------------------------
 
@@ -264,6 +270,41 @@ def _relations(items: list[RelationArg]) -> list[Relation]:
             for r in items]
 
 
+# -- the wire text of the delete tools (the reference server's success/message shape) ----------
+
+
+def _deleted_entities(result: DeleteEntitiesResult) -> dict[str, Any]:
+    """``{"success", "message", "deletedEntities"}``."""
+    message = f"Deleted {len(result.deleted)} of {plural(result.requested, 'entity')}"
+    if result.not_found:
+        message += "; not found: " + ", ".join(result.not_found)
+    return {"success": True, "message": message, "deletedEntities": result.deleted}
+
+
+def _deleted_observations(result: DeleteObservationsResult) -> dict[str, Any]:
+    """``{"success", "message", "results": [{"entityName", "deletedObservations", "message"}]}``."""
+    count = sum(len(r.deleted) for r in result.results)
+    entities = sum(1 for r in result.results if r.deleted)
+    message = f"Deleted {plural(count, 'observation')} from {plural(entities, 'entity')}"
+    missing = [r.entity_name for r in result.results if not r.found]
+    if missing:
+        message += "; not found: " + ", ".join(missing)
+    return {"success": True, "message": message, "results": [
+        {"entityName": r.entity_name, "deletedObservations": r.deleted,
+         "message": (f"deleted {len(r.deleted)} of {r.requested} requested" if r.found
+                     else f"Entity with name {r.entity_name} not found")}
+        for r in result.results]}
+
+
+def _deleted_relations(result: DeleteRelationsResult) -> dict[str, Any]:
+    """``{"success", "message", "deletedRelations"}``."""
+    return {
+        "success": True,
+        "message": f"Deleted {len(result.deleted)} of {plural(result.requested, 'relation')}",
+        "deletedRelations": [r.to_dict() for r in result.deleted],
+    }
+
+
 def _create_entities(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
     args = parse_args(CreateEntitiesArgs, "create_entities", arguments)
     entities = [Entity(e.name, e.entityType, list(e.observations)) for e in args.entities]
@@ -297,7 +338,7 @@ def _add_observations(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
 def _delete_entities(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
     args = parse_args(DeleteEntitiesArgs, "delete_entities", arguments)
     result = app.delete_entities(args.entityNames)
-    payload = result.to_dict()
+    payload = _deleted_entities(result)
     return Outcome(payload, payload, result.changed, {
         "entities_deleted": len(result.deleted), "entities_not_found": len(result.not_found),
         "relations_deleted": result.relations_deleted})
@@ -307,7 +348,7 @@ def _delete_observations(app: MemoryService, arguments: dict[str, Any]) -> Outco
     args = parse_args(DeleteObservationsArgs, "delete_observations", arguments)
     items = [(d.entityName, d.observations) for d in args.deletions]
     result = app.delete_observations(items)
-    payload = result.to_dict()
+    payload = _deleted_observations(result)
     deleted = sum(len(r.deleted) for r in result.results)
     return Outcome(payload, payload, result.changed, {
         "observations_deleted": deleted, "observations_not_found": sum(len(o) for _, o in items) - deleted,
@@ -318,7 +359,7 @@ def _delete_relations(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
     args = parse_args(DeleteRelationsArgs, "delete_relations", arguments)
     relations = _relations(args.relations)
     result = app.delete_relations(relations)
-    payload = result.to_dict()
+    payload = _deleted_relations(result)
     return Outcome(payload, payload, result.changed, {
         "relations_deleted": len(result.deleted), "relations_not_found": len(relations) - len(result.deleted)})
 
