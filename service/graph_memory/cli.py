@@ -365,7 +365,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     if args.dry_run:
         store = _open_current(settings) if path.is_file() else None
         try:  # no database (or no tables yet): everything would be new
-            compare = store if store is not None and _has_graph_tables(store) else None
+            compare = store if store is not None and store.has_graph_tables() else None
             report = plan_graph(compare, legacy, source=args.file, database=str(path))
         finally:
             if store is not None:
@@ -395,11 +395,6 @@ def cmd_discover(args: argparse.Namespace) -> int:
     places = reference_places()
     print(render(find_reference_files(places), settings.database_path, places, as_json=args.json))
     return EXIT_OK
-
-
-def _has_graph_tables(store: Store) -> bool:
-    query = "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'entities'"
-    return store.conn.execute(query).fetchone() is not None
 
 
 def _print_import(report: ImportReport) -> None:
@@ -446,7 +441,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     store = _open_current(settings)
     try:
-        snapshot = store.run_read(graph.read_graph) if _has_graph_tables(store) else GraphSlice([], [])
+        snapshot = store.run_read(graph.read_graph) if store.has_graph_tables() else GraphSlice([], [])
     finally:
         store.close()
     if args.output in (None, "-"):
