@@ -72,6 +72,8 @@ from graph_memory.surrogates import RepairLoneSurrogates
 from graph_memory.wording import plural
 
 if TYPE_CHECKING:
+    from mcp.server import Server
+
     from graph_memory.db.store import Store
     from graph_memory.mcp.server import ServerHandle
     from graph_memory.settings import Settings
@@ -434,7 +436,7 @@ async def _jsonrpc_error(send: Send, status: int, code: int, message: str, reque
 # -- app and server -------------------------------------------------------------------------------
 
 
-def build_app(server: Any, store: Store, settings: Settings) -> AccessLog:
+def build_app(server: Server[Any], store: Store, settings: Settings) -> AccessLog:
     """The complete ASGI app: the SDK's streamable-HTTP app plus probes, auth and access log.
 
     Args:
