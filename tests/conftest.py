@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
+from graph_memory.db.backend import SqliteBackend
 from graph_memory.db.store import Store
 from graph_memory.logs import configure_logging
-from graph_memory.server import build_server
-from graph_memory.tools import Memory
+from graph_memory.mcp.server import ServerHandle, build_server
+from graph_memory.service import MemoryService
 
 configure_logging("warning", "console")
 
@@ -48,13 +49,20 @@ def store(db_path: Path) -> Iterator[Store]:
 
 
 @pytest.fixture
-def memory(store: Store) -> Memory:
-    return Memory(store)
+def memory(store: Store) -> MemoryService:
+    return MemoryService(SqliteBackend(store))
 
 
 @pytest.fixture
-def server(memory: Memory) -> Any:
+def server_handle(memory: MemoryService) -> ServerHandle:
+    """The server over ``memory`` with its subscribers, listen handler and pollers."""
     return build_server(memory)
+
+
+@pytest.fixture
+def server(server_handle: ServerHandle) -> Any:
+    """The SDK server to connect in-process clients to."""
+    return server_handle.server
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from graph_memory.http import client_url
+from graph_memory.mcp.http import client_url
 from test_http import TOKEN, mcp_client
 from test_stdio import EXE, handshake, run_session, server_env
 

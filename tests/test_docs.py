@@ -6,8 +6,8 @@ import re
 
 import pytest
 
+from graph_memory.mcp.tools import TOOLS
 from graph_memory.settings import Settings
-from graph_memory.tools import TOOLS
 
 from helpers import REPO
 

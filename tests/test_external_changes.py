@@ -16,6 +16,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from graph_memory.db import graph
 from graph_memory.db.store import Store
+from graph_memory.mcp.server import ServerHandle
 from graph_memory.models import Entity
 from test_stdio import EXE, handshake, run_session, server_env
 
@@ -131,7 +132,7 @@ async def test_a_stdio_server_process_notifies_its_subscriber_of_another_process
         await inbox.wait_for(1)
 
 
-async def test_own_writes_are_notified_once_not_again_by_the_polling(server: Any) -> None:
+async def test_own_writes_are_notified_once_not_again_by_the_polling(server: Any, store: Store) -> None:
     """The server's own commits (the write and its idle index catch-up) do not change its
     connection's data_version: one notification per changing call."""
     inbox = Inbox()
@@ -145,12 +146,13 @@ async def test_own_writes_are_notified_once_not_again_by_the_polling(server: Any
         # Past two looks and the idle catch-up of the search index (0.5 s after the write).
         await anyio.sleep(1.5)
         assert inbox.uris == [URI]
-        assert not server.idle_catch_up.store.run_read(lambda c: c.execute(
+        assert not store.run_read(lambda c: c.execute(
             "SELECT count(*) FROM search_pending").fetchall()[0][0])  # the catch-up did run
 
 
-async def test_polling_runs_only_while_someone_is_subscribed(server: Any, db_path: Path) -> None:
-    external = server.external_changes
+async def test_polling_runs_only_while_someone_is_subscribed(server: Any, server_handle: ServerHandle,
+                                                              db_path: Path) -> None:
+    external = server_handle.external_changes
     async with Client(server, mode="legacy") as plain:
         await call(plain, "read_graph", {})
         assert external._handle is None  # no subscriber, no polling
@@ -184,8 +186,9 @@ async def test_http_subscribers_of_both_generations_hear_of_another_connections_
                 await inbox.wait_for(1)
 
 
-async def test_looking_ends_quietly_when_the_store_is_closed(server: Any, store: Store) -> None:
-    external = server.external_changes
+async def test_looking_ends_quietly_when_the_store_is_closed(server: Any, server_handle: ServerHandle,
+                                                             store: Store) -> None:
+    external = server_handle.external_changes
     async with Client(server) as watcher, watcher.listen(resource_subscriptions=[URI]):
         with anyio.fail_after(NOTICED_WITHIN):
             while external._handle is None:

@@ -13,6 +13,7 @@ from mcp import Client
 
 from graph_memory.db import graph
 from graph_memory.db.store import Store
+from graph_memory.mcp.server import ServerHandle
 from graph_memory.models import Entity
 from test_external_changes import URI, Inbox, write_elsewhere
 
@@ -41,7 +42,8 @@ async def test_another_process_call_that_changes_nothing_is_not_notified(server:
         assert inbox.uris == []
 
 
-async def test_a_foreign_commit_between_the_two_reads_of_a_look_is_notified(server: Any, db_path: Path) -> None:
+async def test_a_foreign_commit_between_the_two_reads_of_a_look_is_notified(server: Any, server_handle: ServerHandle,
+                                                                            db_path: Path) -> None:
     """ExternalChanges.look reads PRAGMA data_version and graph_version; a foreign commit landing
     between the two reads must not move graph_version into the baseline while data_version still
     looks unchanged (the next look would call it index upkeep and never notify). Both are read in
@@ -49,7 +51,7 @@ async def test_a_foreign_commit_between_the_two_reads_of_a_look_is_notified(serv
     read is seen by both or by neither."""
     from graph_memory.db import store as store_module
 
-    external = server.external_changes
+    external = server_handle.external_changes
     real = store_module.graph_version
     injected = []
 

@@ -33,8 +33,9 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from graph_memory.db import migrations
+from graph_memory.db.backend import SqliteBackend
 from graph_memory.db.store import Store
-from graph_memory.http import (
+from graph_memory.mcp.http import (
     AccessLog,
     BearerAuth,
     build_app,
@@ -42,9 +43,9 @@ from graph_memory.http import (
     listen_streams_closer,
     readiness,
 )
-from graph_memory.server import GRAPH_URI, build_server
+from graph_memory.mcp.server import GRAPH_URI, ServerHandle, build_server
+from graph_memory.service import MemoryService
 from graph_memory.settings import Settings
-from graph_memory.tools import Memory
 
 from helpers import call, names
 
@@ -66,7 +67,7 @@ MCP_HEADERS = {"content-type": "application/json", "accept": "application/json, 
 class Running:
     url: str  # http://127.0.0.1:PORT
     port: int
-    server: Any  # the MCP server
+    server: ServerHandle  # the MCP server and its subscribers
     store: Store
     front: AccessLog  # the outermost ASGI layer (counts requests and open GET streams)
     uv: Any  # the uvicorn server
@@ -93,8 +94,8 @@ def running(db: Path, *, migrate: bool = True, **overrides: Any) -> Iterator[Run
     """
     settings = Settings(file_path=db, http_port=0, **overrides)
     store = Store.open(db, migrate=migrate)
-    server = build_server(Memory(store))
-    front = build_app(server, store, settings)
+    server = build_server(MemoryService(SqliteBackend(store)))
+    front = build_app(server.server, store, settings)
     uv = build_uvicorn(front, settings, on_shutdown=listen_streams_closer(server))
     thread = threading.Thread(target=uv.run, name="uvicorn", daemon=True)
     thread.start()
@@ -180,12 +181,12 @@ def test_probes_need_no_token_and_pass_any_host(db_path: Path) -> None:
 
 
 def test_an_unexpected_error_answers_500_without_details(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import graph_memory.http
+    import graph_memory.mcp.http
 
     def broken(*args: Any) -> Any:
         raise RuntimeError("secret internals at /srv/data")
 
-    monkeypatch.setattr(graph_memory.http, "readiness", broken)
+    monkeypatch.setattr(graph_memory.mcp.http, "readiness", broken)
     with running(db_path) as srv, httpx2.Client(base_url=srv.url) as http:
         response = http.get("/readyz")
         assert response.status_code == 500
@@ -320,7 +321,8 @@ def test_binds_localhost_by_default(db_path: Path) -> None:
     assert settings.http_host == "127.0.0.1"
     store = Store.open(db_path)
     try:
-        uv = build_uvicorn(build_app(build_server(Memory(store)), store, settings), settings)
+        server = build_server(MemoryService(SqliteBackend(store))).server
+        uv = build_uvicorn(build_app(server, store, settings), settings)
         assert (uv.config.host, uv.config.port) == ("127.0.0.1", 8000)
         assert uv.config.log_config is None and uv.config.access_log is False
         assert uv.config.lifespan == "on"
@@ -351,7 +353,7 @@ async def test_resource_updates_reach_every_subscribed_http_session(db_path: Pat
                 warnings.simplefilter("ignore")  # resources/subscribe is deprecated in the 2026 era
                 await a.subscribe_resource(GRAPH_URI)
                 await b.subscribe_resource(GRAPH_URI)
-            assert len(srv.server.graph_subscribers) == 2
+            assert len(srv.server.subscribers) == 2
             with anyio.fail_after(10):  # each handshake-era session's GET stream is open
                 while srv.front.streams < 3:
                     await anyio.sleep(0.02)
@@ -386,14 +388,14 @@ async def test_shutdown_lets_an_in_flight_call_finish(db_path: Path, mode: str) 
     step): the call completes, its answer reaches the client, then the server stops."""
     with running(db_path) as srv:
         entered = threading.Event()
-        notify = srv.server.graph_subscribers.notify
+        notify = srv.server.subscribers.notify
 
         async def slow_notify(uri: str) -> None:
             entered.set()
             await anyio.sleep(1.0)
             await notify(uri)
 
-        srv.server.graph_subscribers.notify = slow_notify
+        srv.server.subscribers.notify = slow_notify
         result: dict[str, Any] = {}
         stopped: dict[str, float] = {}
         async with mcp_client(srv.mcp, mode=mode, server_stops=True) as client:

@@ -18,7 +18,7 @@ import httpx2
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from graph_memory.http import request_id_of
+from graph_memory.mcp.http import request_id_of
 from graph_memory.settings import Settings
 from test_http import INITIALIZE, MCP_HEADERS, mcp_client, running
 

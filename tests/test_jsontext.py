@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graph_memory.jsontext import dumps_indent2
+from graph_memory.mcp.jsontext import dumps_indent2
 
 
 def reference(value: Any) -> str:

@@ -1,5 +1,5 @@
 """A request whose parameters have the wrong shape gets -32602 with its own id and a message that
-names the problem (graph_memory.request_params), on every path a request can take: the stdio
+names the problem (graph_memory.mcp.request_params), on every path a request can take: the stdio
 process, the in-process client of both protocol generations, and streamable HTTP of both."""
 
 from __future__ import annotations

@@ -19,16 +19,18 @@ import apsw
 import pytest
 
 from graph_memory.db import graph, index, search
+from graph_memory.db.backend import SqliteBackend
 from graph_memory.db.store import Store
 from graph_memory.errors import GraphError
+from graph_memory.mcp.server import IdleCatchUp
+from graph_memory.mcp.tools import TOOLS
 from graph_memory.models import Entity
-from graph_memory.server import IdleCatchUp
-from graph_memory.tools import TOOLS, Memory
+from graph_memory.service import MemoryService
 
 SPECS = {spec.name: spec for spec in TOOLS}
 
 
-def run(memory: Memory, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+def run(memory: MemoryService, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return dict(SPECS[tool].run(memory, arguments).structured)
 
 
@@ -50,7 +52,7 @@ FTS_QUERIES = ['"green tea"', "tea NOT coffee", "comp*", "name:grace OR name:ada
                "observations:stone", "new text", "ship AND comp*", '"fact number"']
 
 
-def _write_after_catch_up(memory: Memory, store: Store) -> None:
+def _write_after_catch_up(memory: MemoryService, store: Store) -> None:
     """A graph whose index is current, then one write of every kind left waiting for it."""
     store.run_write(lambda c: graph.create_entities(c, BASE))
     store.catch_up_search_index()
@@ -84,7 +86,7 @@ def _all_results(store: Store) -> dict[tuple[str, str, int | None], list[str]]:
     return results
 
 
-def test_searches_with_a_backlog_find_exactly_what_they_find_once_it_is_indexed(memory: Memory,
+def test_searches_with_a_backlog_find_exactly_what_they_find_once_it_is_indexed(memory: MemoryService,
                                                                                store: Store) -> None:
     _write_after_catch_up(memory, store)
     with_backlog = _all_results(store)
@@ -112,7 +114,7 @@ def test_searches_with_a_backlog_find_exactly_what_they_find_once_it_is_indexed(
     assert store.integrity_problems() == []
 
 
-def test_the_backlog_is_indexed_within_the_write_that_fills_it(memory: Memory, store: Store) -> None:
+def test_the_backlog_is_indexed_within_the_write_that_fills_it(memory: MemoryService, store: Store) -> None:
     for i in range(index.SEARCH_BACKLOG - 1):
         run(memory, "create_entities", {"entities": [{"name": f"n{i}", "entityType": "t", "observations": ["o"]}]})
     assert pending(store) == index.SEARCH_BACKLOG - 1
@@ -126,7 +128,7 @@ def test_the_backlog_is_indexed_within_the_write_that_fills_it(memory: Memory, s
     assert store.integrity_problems() == []
 
 
-def test_a_search_call_indexes_the_backlog_first(memory: Memory, store: Store) -> None:
+def test_a_search_call_indexes_the_backlog_first(memory: MemoryService, store: Store) -> None:
     run(memory, "create_entities", {"entities": [{"name": "Ada", "entityType": "person", "observations": ["tea"]}]})
     assert pending(store) == 1
     assert [e["name"] for e in run(memory, "search_nodes", {"query": "tea"})["entities"]] == ["Ada"]
@@ -140,7 +142,7 @@ def test_a_search_call_indexes_the_backlog_first(memory: Memory, store: Store) -
 
 def test_a_search_finds_waiting_writes_while_another_process_holds_the_write_lock(db_path: Path) -> None:
     store = Store.open(db_path, busy_timeout_ms=50)
-    memory = Memory(store)
+    memory = MemoryService(SqliteBackend(store))
     try:
         run(memory, "create_entities", {"entities": [{"name": "Ada", "entityType": "person", "observations": ["tea"]}]})
         hog = apsw.Connection(str(db_path))
@@ -164,7 +166,7 @@ def test_ranked_searches_around_a_backlog_put_the_waiting_matches_first(db_path:
     # term weighs almost nothing there: merged by score they would always come last, and a limit
     # would cut exactly the latest writes.
     store = Store.open(db_path, busy_timeout_ms=50)
-    memory = Memory(store)
+    memory = MemoryService(SqliteBackend(store))
     try:
         run(memory, "create_entities", {"entities": [
             {"name": f"filler {i}", "entityType": "thing", "observations": ["mentions tea once" if i < 3 else "coffee"]}
@@ -188,7 +190,7 @@ def test_ranked_searches_around_a_backlog_put_the_waiting_matches_first(db_path:
         store.close()
 
 
-def test_a_full_disk_during_the_catch_up_reports_the_full_disk(memory: Memory, store: Store) -> None:
+def test_a_full_disk_during_the_catch_up_reports_the_full_disk(memory: MemoryService, store: Store) -> None:
     run(memory, "create_entities", {"entities": [
         {"name": f"e{i}", "entityType": "t", "observations": ["x" * 3000 + f" big {i}"]} for i in range(100)]})
     store.catch_up_search_index()
@@ -211,7 +213,7 @@ def test_a_full_disk_during_the_catch_up_reports_the_full_disk(memory: Memory, s
     assert store.integrity_problems() == []
 
 
-def test_the_integrity_check_reports_a_write_lock_it_cannot_take(memory: Memory, store: Store,
+def test_the_integrity_check_reports_a_write_lock_it_cannot_take(memory: MemoryService, store: Store,
                                                                  db_path: Path) -> None:
     hog = apsw.Connection(str(db_path))
     hog.execute("BEGIN IMMEDIATE")
@@ -226,7 +228,8 @@ def test_the_integrity_check_reports_a_write_lock_it_cannot_take(memory: Memory,
     assert store.integrity_problems() == []
 
 
-def test_the_integrity_check_indexes_the_backlog_in_a_savepoint_and_keeps_it(memory: Memory, store: Store) -> None:
+def test_the_integrity_check_indexes_the_backlog_in_a_savepoint_and_keeps_it(memory: MemoryService,
+                                                                             store: Store) -> None:
     run(memory, "create_entities", {"entities": [{"name": "Ada", "entityType": "person", "observations": ["tea"]}]})
     assert store.integrity_problems() == []
     assert pending(store) == 1
@@ -235,7 +238,7 @@ def test_the_integrity_check_indexes_the_backlog_in_a_savepoint_and_keeps_it(mem
     assert store.integrity_problems() != []
 
 
-def test_an_import_that_rebuilds_the_index_leaves_no_backlog(memory: Memory, store: Store) -> None:
+def test_an_import_that_rebuilds_the_index_leaves_no_backlog(memory: MemoryService, store: Store) -> None:
     run(memory, "create_entities", {"entities": [{"name": "Ada", "entityType": "person", "observations": ["tea"]}]})
 
     def bulk(conn: apsw.Connection) -> None:
@@ -248,7 +251,7 @@ def test_an_import_that_rebuilds_the_index_leaves_no_backlog(memory: Memory, sto
     assert [e["name"] for e in run(memory, "search_nodes", {"query": "bulk 99"})["entities"]] == ["b99"]
 
 
-def test_catch_up_runs_in_a_savepoint_of_the_callers_transaction(memory: Memory, store: Store) -> None:
+def test_catch_up_runs_in_a_savepoint_of_the_callers_transaction(memory: MemoryService, store: Store) -> None:
     run(memory, "create_entities", {"entities": [{"name": "Ada", "entityType": "person", "observations": ["tea"]}]})
     with pytest.raises(RuntimeError), store.write() as conn:
         assert index.catch_up(conn) == 1
@@ -258,8 +261,8 @@ def test_catch_up_runs_in_a_savepoint_of_the_callers_transaction(memory: Memory,
 
 
 @pytest.mark.anyio
-async def test_the_server_indexes_the_backlog_once_writes_pause(memory: Memory, store: Store) -> None:
-    idle = IdleCatchUp(store, delay=0.05)
+async def test_the_server_indexes_the_backlog_once_writes_pause(memory: MemoryService, store: Store) -> None:
+    idle = IdleCatchUp(SqliteBackend(store), delay=0.05)
     run(memory, "create_entities", {"entities": [{"name": "Ada", "entityType": "person", "observations": ["tea"]}]})
     idle.after_call(True)
     await anyio.sleep(0.02)
@@ -276,14 +279,15 @@ async def test_the_server_indexes_the_backlog_once_writes_pause(memory: Memory, 
 
 
 @pytest.mark.anyio
-async def test_the_server_indexes_what_other_processes_left_waiting(memory: Memory, store: Store,
+async def test_the_server_indexes_what_other_processes_left_waiting(memory: MemoryService, store: Store,
                                                                      db_path: Path) -> None:
     # E.g. a server of a version before migration 0003, whose searches read the index alone.
-    idle = IdleCatchUp(store, delay=0.02, poll=0.05)
+    idle = IdleCatchUp(SqliteBackend(store), delay=0.02, poll=0.05)
     idle.after_call(False)  # a read: polling starts
     other = Store.open(db_path)
     try:
-        run(Memory(other), "create_entities", {"entities": [{"name": "Ada", "entityType": "p", "observations": ["t"]}]})
+        run(MemoryService(SqliteBackend(other)), "create_entities",
+            {"entities": [{"name": "Ada", "entityType": "p", "observations": ["t"]}]})
         assert pending(store) == 1
         await anyio.sleep(0.2)
         assert pending(store) == 0
@@ -295,8 +299,8 @@ async def test_the_server_indexes_what_other_processes_left_waiting(memory: Memo
         other.close()
 
 
-def test_idle_catch_up_outside_an_event_loop_is_left_to_searches(memory: Memory, store: Store) -> None:
-    idle = IdleCatchUp(store, delay=0.01)
+def test_idle_catch_up_outside_an_event_loop_is_left_to_searches(memory: MemoryService, store: Store) -> None:
+    idle = IdleCatchUp(SqliteBackend(store), delay=0.01)
     run(memory, "create_entities", {"entities": [{"name": "Ada", "entityType": "person", "observations": ["tea"]}]})
     idle.after_call(True)  # no running asyncio loop: nothing scheduled, nothing raised
     assert pending(store) == 1

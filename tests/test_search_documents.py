@@ -16,16 +16,17 @@ import pytest
 from graph_memory.db import graph, index, search
 from graph_memory.db.store import Store
 from graph_memory.errors import InvalidInput
+from graph_memory.mcp.tools import TOOLS
+from graph_memory.mcp.typed import load_typed_tools
 from graph_memory.models import Entity
-from graph_memory.tools import TOOLS, Memory
-from graph_memory.typed import load_typed_tools
+from graph_memory.service import MemoryService
 
 from helpers import REPO
 
 SPECS = {spec.name: spec for spec in TOOLS}
 
 
-def run(memory: Memory, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+def run(memory: MemoryService, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return dict(SPECS[tool].run(memory, arguments).structured)
 
 
@@ -47,7 +48,7 @@ def assert_index_matches_graph(store: Store) -> None:
 
 
 @pytest.mark.parametrize("batched_from", [1, index.BATCHED_SYNC_FROM, 10_000])
-def test_documents_follow_every_adding_write(memory: Memory, store: Store, monkeypatch: pytest.MonkeyPatch,
+def test_documents_follow_every_adding_write(memory: MemoryService, store: Store, monkeypatch: pytest.MonkeyPatch,
                                              batched_from: int) -> None:
     monkeypatch.setattr(index, "BATCHED_SYNC_FROM", batched_from)
     run(memory, "create_entities", {"entities": [
@@ -79,7 +80,7 @@ def test_documents_follow_every_adding_write(memory: Memory, store: Store, monke
     assert store.run_read(lambda c: search.search_substring(c, "first occurrence")).entities == []
 
 
-def test_failed_create_rolls_back_the_sync_switch(memory: Memory, store: Store,
+def test_failed_create_rolls_back_the_sync_switch(memory: MemoryService, store: Store,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """A create_entities call failing after its inserts (inside the batched sync) writes nothing
     and leaves the per-row sync on, so later writes keep the index in step."""
@@ -100,7 +101,7 @@ def test_failed_create_rolls_back_the_sync_switch(memory: Memory, store: Store,
     assert_index_matches_graph(store)
 
 
-def test_typed_add_indexes_every_property(memory: Memory, store: Store) -> None:
+def test_typed_add_indexes_every_property(memory: MemoryService, store: Store) -> None:
     """add_<type> (schema-driven tools) writes the new entity's document once, with every
     property observation in it."""
     typed = {spec.name: spec for spec in load_typed_tools(REPO / "examples" / "schemas")}

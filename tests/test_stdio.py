@@ -203,7 +203,7 @@ async def test_in_flight_requests_are_waited_for_until_answered_or_out_of_time()
     from mcp.shared.message import SessionMessage
     from mcp_types import JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
-    from graph_memory.stdio import InFlight
+    from graph_memory.mcp.stdio import InFlight
 
     in_flight = InFlight()
     assert await in_flight.wait(0.01)  # nothing read: nothing to wait for

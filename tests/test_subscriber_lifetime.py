@@ -15,6 +15,7 @@ import httpx2
 import pytest
 from mcp import Client
 
+from graph_memory.mcp.server import ServerHandle
 from test_external_changes import URI, Inbox
 from test_http import mcp_client, running
 from test_http_limits import answer, open_session, session_headers
@@ -37,12 +38,12 @@ async def test_closed_http_sessions_are_not_kept_as_subscribers(db_path: Path) -
         for _ in range(3):
             async with mcp_client(srv.mcp, mode="legacy") as legacy:
                 await subscribe(legacy)
-                assert len(srv.server.graph_subscribers) == 1
+                assert len(srv.server.subscribers) == 1
         async with mcp_client(srv.mcp, mode="legacy") as writer:
             await writer.call_tool("create_entities", {"entities": [
                 {"name": "After", "entityType": "t", "observations": []}]})
         await anyio.sleep(0.5)
-        assert len(srv.server.graph_subscribers) == 0
+        assert len(srv.server.subscribers) == 0
 
 
 def test_many_subscribe_then_delete_sessions_leave_no_subscriber(db_path: Path) -> None:
@@ -54,9 +55,9 @@ def test_many_subscribe_then_delete_sessions_leave_no_subscriber(db_path: Path) 
             assert "error" not in answer(subscribed), subscribed.text
             assert http.delete("/mcp", headers=session_headers(session)).status_code == 200
         deadline = time.monotonic() + 10
-        while len(srv.server.graph_subscribers) and time.monotonic() < deadline:
+        while len(srv.server.subscribers) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert len(srv.server.graph_subscribers) == 0
+        assert len(srv.server.subscribers) == 0
 
 
 def test_an_idle_reaped_session_leaves_the_subscribers(db_path: Path) -> None:
@@ -66,17 +67,18 @@ def test_an_idle_reaped_session_leaves_the_subscribers(db_path: Path) -> None:
         session = open_session(http)
         subscribed = http.post("/mcp", json=SUBSCRIBE, headers=session_headers(session))
         assert "error" not in answer(subscribed), subscribed.text
-        assert len(srv.server.graph_subscribers) == 1
+        assert len(srv.server.subscribers) == 1
         deadline = time.monotonic() + 20
-        while len(srv.server.graph_subscribers) and time.monotonic() < deadline:
+        while len(srv.server.subscribers) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert len(srv.server.graph_subscribers) == 0
+        assert len(srv.server.subscribers) == 0
         reaped = http.post("/mcp", json={"jsonrpc": "2.0", "id": 6, "method": "ping"},
                            headers=session_headers(session))
         assert reaped.status_code == 404  # it was the idle timeout that ended it
 
 
-async def test_a_stdio_like_session_is_notified_while_connected_and_forgotten_when_it_ends(server: Any) -> None:
+async def test_a_stdio_like_session_is_notified_while_connected_and_forgotten_when_it_ends(
+        server: Any, server_handle: ServerHandle) -> None:
     """Over ``Server.run`` (what stdio serves; one session for the whole process) the subscriber
     stays for the connection's whole life and still hears of changes, and is forgotten at its end."""
     inbox = Inbox()
@@ -88,5 +90,5 @@ async def test_a_stdio_like_session_is_notified_while_connected_and_forgotten_wh
             while not inbox.uris:
                 await anyio.sleep(0.05)
         assert inbox.uris == [URI]
-        assert len(server.graph_subscribers) == 1
-    assert len(server.graph_subscribers) == 0
+        assert len(server_handle.subscribers) == 1
+    assert len(server_handle.subscribers) == 0

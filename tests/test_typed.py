@@ -20,11 +20,12 @@ import pytest
 from mcp import Client
 
 from graph_memory import cli
+from graph_memory.db.backend import SqliteBackend
 from graph_memory.db.store import Store
 from graph_memory.errors import SchemaError
-from graph_memory.server import build_server
-from graph_memory.tools import Memory
-from graph_memory.typed import display_name, load_schemas, load_typed_tools
+from graph_memory.mcp.server import build_server
+from graph_memory.mcp.typed import display_name, load_schemas, load_typed_tools
+from graph_memory.service import MemoryService
 
 from helpers import REPO, call, call_error
 
@@ -43,8 +44,8 @@ NPC = {
 
 
 @pytest.fixture
-def typed_server(memory: Memory) -> Any:
-    return build_server(memory, extra_tools=load_typed_tools(EXAMPLES))
+def typed_server(memory: MemoryService) -> Any:
+    return build_server(memory, extra_tools=load_typed_tools(EXAMPLES)).server
 
 
 @pytest.fixture
@@ -500,7 +501,8 @@ async def test_documented_session_replays_exactly(doc: Path, tmp_path: Path) -> 
     assert len(steps) >= 6, path
     store = Store.open(tmp_path / f"replay{index}.db")
     try:
-        async with Client(build_server(Memory(store), extra_tools=load_typed_tools(EXAMPLES))) as client:
+        handle = build_server(MemoryService(SqliteBackend(store)), extra_tools=load_typed_tools(EXAMPLES))
+        async with Client(handle.server) as client:
             for step in steps:
                 result = await client.call_tool(step["tool"], json.loads(step["args"]))
                 if step["kind"] == "error":

@@ -14,7 +14,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from graph_memory.http import request_id_of, unusable_id_type
+from graph_memory.mcp.http import request_id_of, unusable_id_type
 from test_http import INITIALIZE, MCP_HEADERS, running
 from test_http_limits import answer, open_session, session_headers
 from test_stdio import EXE, handshake, server_env

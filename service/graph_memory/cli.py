@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from graph_memory.db.backup import GraphCounts
     from graph_memory.db.store import Store
     from graph_memory.importer import ImportReport
+    from graph_memory.mcp.server import ServerHandle
     from graph_memory.settings import Settings
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PENDING = 0, 1, 2, 3
@@ -195,7 +196,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from graph_memory.discover import log_hint_if_reference_files
     from graph_memory.importer import first_start_action, first_start_import
     from graph_memory.logs import get_logger
-    from graph_memory.typed import load_typed_tools
+    from graph_memory.mcp.typed import load_typed_tools
 
     log = get_logger("graph_memory.cli")
     typed_tools = load_typed_tools(settings.schemas_dir)   # an invalid schema stops here, before the database
@@ -228,13 +229,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
                              f"{what_to_do}") from exc
         if new_database:  # only the start that created it: a database emptied on purpose stays quiet
             log_hint_if_reference_files(store, log)
-        from graph_memory.server import build_server
-        from graph_memory.tools import Limits, Memory
+        from graph_memory.db.backend import SqliteBackend
+        from graph_memory.mcp.server import build_server
+        from graph_memory.service import Limits, MemoryService
 
-        server = build_server(Memory(store, Limits.from_settings(settings)), extra_tools=typed_tools)
+        server = build_server(MemoryService(SqliteBackend(store), Limits.from_settings(settings)),
+                              extra_tools=typed_tools)
         log.info("server_ready", transport=settings.transport, database=str(store.path))
         if settings.transport == "http":
-            from graph_memory.http import serve_http
+            from graph_memory.mcp.http import serve_http
 
             serve_http(server, store, settings)
         else:
@@ -251,7 +254,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def _serve_stdio(server: object, on_signal: Callable[[], None]) -> None:
+async def _serve_stdio(handle: ServerHandle, on_signal: Callable[[], None]) -> None:
     """Serve one stdio connection until stdin closes or SIGTERM/SIGINT arrives.
 
     On a signal, ``on_signal`` runs on the event loop thread (so no tool call is mid-transaction:
@@ -264,7 +267,7 @@ async def _serve_stdio(server: object, on_signal: Callable[[], None]) -> None:
     import anyio
     from mcp.server.stdio import stdio_server
 
-    from graph_memory.stdio import answering_every_request, tapped_stdin
+    from graph_memory.mcp.stdio import answering_every_request, tapped_stdin
 
     async with anyio.create_task_group() as tasks:
 
@@ -280,10 +283,11 @@ async def _serve_stdio(server: object, on_signal: Callable[[], None]) -> None:
 
         tasks.start_soon(stop_on_signal)
         _say_waiting_on_a_terminal()
+        server = handle.server
         with tapped_stdin() as stdin:
             async with stdio_server(stdin=stdin) as (sdk_read, sdk_write):  # type: ignore[arg-type]  # iterated only
                 read_stream, write_stream = answering_every_request(sdk_read, sdk_write, stdin=stdin)
-                await server.run(read_stream, write_stream, server.create_initialization_options())  # type: ignore[attr-defined]
+                await server.run(read_stream, write_stream, server.create_initialization_options())
         tasks.cancel_scope.cancel()
 
 
@@ -366,7 +370,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     if args.dry_run:
         store = _open_current(settings) if path.is_file() else None
         try:  # no database (or no tables yet): everything would be new
-            compare = store if store is not None and _has_graph_tables(store) else None
+            compare = store if store is not None and store.has_graph_tables() else None
             report = plan_graph(compare, legacy, source=args.file, database=str(path))
         finally:
             if store is not None:
@@ -396,11 +400,6 @@ def cmd_discover(args: argparse.Namespace) -> int:
     places = reference_places()
     print(render(find_reference_files(places), settings.database_path, places, as_json=args.json))
     return EXIT_OK
-
-
-def _has_graph_tables(store: Store) -> bool:
-    query = "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'entities'"
-    return store.conn.execute(query).fetchone() is not None
 
 
 def _print_import(report: ImportReport) -> None:
@@ -447,7 +446,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     store = _open_current(settings)
     try:
-        snapshot = store.run_read(graph.read_graph) if _has_graph_tables(store) else GraphSlice([], [])
+        snapshot = store.run_read(graph.read_graph) if store.has_graph_tables() else GraphSlice([], [])
     finally:
         store.close()
     if args.output in (None, "-"):

@@ -9,9 +9,14 @@ default, so upstream's shape is unchanged for every caller that never sets it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 DEFAULT_WEIGHT = 1.0
+
+Mode = Literal["substring", "words", "fts"]
+"""The search_nodes modes: ``substring`` (the reference server's rule, the default), ``words``
+(every word, any order, ranked) and ``fts`` (full-text query syntax, ranked)."""
+MODES: tuple[Mode, ...] = ("substring", "words", "fts")
 
 
 @dataclass(slots=True)

@@ -17,7 +17,7 @@ We **accept** such strings and replace each lone surrogate with U+FFFD (REPLACEM
 A valid pair (``\\ud83d\\ude00``) is one character and stays the emoji. Where it happens:
 
 * :func:`repair_json_text` / :func:`repair_json_bytes` rewrite the escapes in a JSON-RPC message
-  before the SDK parses it (stdio: only a line the SDK refused, see ``graph_memory.stdio``;
+  before the SDK parses it (stdio: only a line the SDK refused, see ``graph_memory.mcp.stdio``;
   HTTP: :class:`RepairLoneSurrogates`); each repaired message logs one warning
   ``lone_surrogates_replaced`` with the count and where (transport, JSON-RPC method, request id,
   tool name, field paths), never the text;

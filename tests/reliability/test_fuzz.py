@@ -25,9 +25,11 @@ from anyio.from_thread import start_blocking_portal
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from graph_memory.db.backend import SqliteBackend
 from graph_memory.db.store import Store
-from graph_memory.server import build_server
-from graph_memory.tools import TOOLS, Limits, Memory
+from graph_memory.mcp.server import build_server
+from graph_memory.mcp.tools import TOOLS
+from graph_memory.service import Limits, MemoryService
 
 from .conftest import SLOW, RawServer, server_env
 
@@ -212,7 +214,7 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
     db = tmp_path_factory.mktemp("fuzz") / "memory.db"
     store = Store.open(db)
     _seed(store)
-    server = build_server(Memory(store, LIMITS))
+    server = build_server(MemoryService(SqliteBackend(store), LIMITS)).server
     with start_blocking_portal() as portal, portal.wrap_async_context_manager(Client(server, cache=None)) as client:
         h = Harness(portal, client, store)
         yield h
@@ -387,7 +389,7 @@ def test_limits_are_enforced_at_the_edge_with_clear_errors(harness: Harness) -> 
 def default_limits_client(store: Store) -> Iterator[Any]:
     from mcp import Client
 
-    server = build_server(Memory(store))  # the defaults: 1024 / 65536 / 10000
+    server = build_server(MemoryService(SqliteBackend(store))).server  # the defaults: 1024 / 65536 / 10000
     with start_blocking_portal() as portal, portal.wrap_async_context_manager(Client(server, cache=None)) as client:
         yield lambda tool, args: portal.call(client.call_tool, tool, args)
 
@@ -584,13 +586,13 @@ def test_big_batches_index_exactly_like_small_ones(tmp_path_factory: pytest.Temp
                                                    batches: list[list[tuple[str, list[str]]]]) -> None:
     """The same additions as one call per observation (triggers, row by row) and as whole batches
     (batched search sync from 16 observations on) give identical search documents and results."""
-    from graph_memory import tools
     from graph_memory.db import search
+    from graph_memory.mcp import tools
 
     folder = tmp_path_factory.mktemp("equiv")
     small, big = Store.open(folder / "small.db"), Store.open(folder / "big.db")
     try:
-        m_small, m_big = Memory(small), Memory(big)
+        m_small, m_big = MemoryService(SqliteBackend(small)), MemoryService(SqliteBackend(big))
         for batch in batches:
             entities = [{"name": n, "entityType": "Person", "observations": obs} for n, obs in batch]
             tools._create_entities(m_big, {"entities": entities})
@@ -622,7 +624,7 @@ def test_resource_read_failures_never_leak_internal_text(store: Store, mode: str
 
     from graph_memory.errors import StoreError
 
-    server = build_server(Memory(store))
+    server = build_server(MemoryService(SqliteBackend(store))).server
     with start_blocking_portal() as portal, \
             portal.wrap_async_context_manager(Client(server, mode=mode, cache=None)) as client:
         def secret(operation: Any) -> Any:

@@ -21,7 +21,6 @@ import apsw
 from graph_memory.db import index
 from graph_memory.errors import Conflict, EntityNotFound, RelationNotFound
 from graph_memory.models import Entity, GraphSlice, Relation
-from graph_memory.wording import plural
 
 
 def _unique(items: Iterable[str]) -> list[str]:
@@ -318,13 +317,6 @@ class DeleteEntitiesResult:
         """True when anything was removed."""
         return bool(self.deleted or self.relations_deleted)
 
-    def to_dict(self) -> dict[str, Any]:
-        """``{"success", "message", "deletedEntities"}``."""
-        message = f"Deleted {len(self.deleted)} of {plural(self.requested, 'entity')}"
-        if self.not_found:
-            message += "; not found: " + ", ".join(self.not_found)
-        return {"success": True, "message": message, "deletedEntities": self.deleted}
-
 
 def delete_entities(conn: apsw.Connection, names: Sequence[str]) -> DeleteEntitiesResult:
     """Delete entities by name with their observations and every relation naming them.
@@ -352,12 +344,6 @@ class DeletedObservations:
     deleted: list[str]
     found: bool = True
 
-    def to_dict(self) -> dict[str, Any]:
-        """``{"entityName", "deletedObservations", "message"}``."""
-        message = (f"deleted {len(self.deleted)} of {self.requested} requested" if self.found
-                   else f"Entity with name {self.entity_name} not found")
-        return {"entityName": self.entity_name, "deletedObservations": self.deleted, "message": message}
-
 
 @dataclass(slots=True)
 class DeleteObservationsResult:
@@ -369,16 +355,6 @@ class DeleteObservationsResult:
     def changed(self) -> bool:
         """True when at least one observation was removed."""
         return any(r.deleted for r in self.results)
-
-    def to_dict(self) -> dict[str, Any]:
-        """``{"success", "message", "results"}``."""
-        count = sum(len(r.deleted) for r in self.results)
-        entities = sum(1 for r in self.results if r.deleted)
-        message = f"Deleted {plural(count, 'observation')} from {plural(entities, 'entity')}"
-        missing = [r.entity_name for r in self.results if not r.found]
-        if missing:
-            message += "; not found: " + ", ".join(missing)
-        return {"success": True, "message": message, "results": [r.to_dict() for r in self.results]}
 
 
 def delete_observations(conn: apsw.Connection, items: Sequence[tuple[str, Sequence[str]]]) -> DeleteObservationsResult:
@@ -410,14 +386,6 @@ class DeleteRelationsResult:
     def changed(self) -> bool:
         """True when at least one relation was removed."""
         return bool(self.deleted)
-
-    def to_dict(self) -> dict[str, Any]:
-        """``{"success", "message", "deletedRelations"}``."""
-        return {
-            "success": True,
-            "message": f"Deleted {len(self.deleted)} of {plural(self.requested, 'relation')}",
-            "deletedRelations": [r.to_dict() for r in self.deleted],
-        }
 
 
 def delete_relations(conn: apsw.Connection, relations: Sequence[Relation]) -> DeleteRelationsResult:
@@ -478,7 +446,7 @@ def update_observations(conn: apsw.Connection, updates: Sequence[ObservationUpda
     return [{"entityName": name, "updatedObservations": items} for name, items in grouped.items()]
 
 
-# -- typed tools (graph_memory.typed) ------------------------------------------------------------
+# -- typed tools (graph_memory.mcp.typed) -------------------------------------------------------
 
 
 def entity_type(conn: apsw.Connection, name: str) -> str | None:

@@ -34,7 +34,7 @@ without them plus a temporary index of just those documents
 
 from __future__ import annotations
 
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import apsw
 import apsw.fts5query as fq
@@ -42,7 +42,7 @@ import apsw.fts5query as fq
 from graph_memory.db import index
 from graph_memory.db.graph import _fill_observations, _load_entities, _slice, _unique
 from graph_memory.errors import InvalidQuery
-from graph_memory.models import Entity, GraphSlice
+from graph_memory.models import MODES, Entity, GraphSlice, Mode
 
 MAX_QUERY_LENGTH = 2048
 # The trigram index answers texts of at least this many characters (after lower-casing).
@@ -51,8 +51,6 @@ TRIGRAM = 3
 # which outranks an observation hit.
 WEIGHTS = (10.0, 4.0, 1.0)
 
-Mode = Literal["substring", "words", "fts"]
-MODES: tuple[Mode, ...] = ("substring", "words", "fts")
 
 # Column names accepted in fts column filters (ASCII case-insensitive) -> index column.
 FTS_COLUMNS = {

@@ -293,6 +293,12 @@ class Store:
 
     # -- change counters (other processes' commits) ---------------------------------------------
 
+    def has_graph_tables(self) -> bool:
+        """True when the file has the graph's tables (a database ``migrate`` has not set up yet,
+        or an empty file opened read-only, has none)."""
+        query = "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'entities'"
+        return self.conn.execute(query).fetchone() is not None
+
     def change_counters(self) -> tuple[int, int | None] | None:
         """``(PRAGMA data_version, graph_version)`` read in one read transaction, so both describe
         the same snapshot: a commit of another process lands before both or after both, never

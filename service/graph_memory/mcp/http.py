@@ -72,7 +72,10 @@ from graph_memory.surrogates import RepairLoneSurrogates
 from graph_memory.wording import plural
 
 if TYPE_CHECKING:
+    from mcp.server import Server
+
     from graph_memory.db.store import Store
+    from graph_memory.mcp.server import ServerHandle
     from graph_memory.settings import Settings
 
 MCP_PATH: Final = "/mcp"
@@ -474,11 +477,11 @@ async def _jsonrpc_error(send: Send, status: int, code: int, message: str, reque
 # -- app and server -------------------------------------------------------------------------------
 
 
-def build_app(server: Any, store: Store, settings: Settings) -> AccessLog:
+def build_app(server: Server[Any], store: Store, settings: Settings) -> AccessLog:
     """The complete ASGI app: the SDK's streamable-HTTP app plus probes, auth and access log.
 
     Args:
-        server: the low-level MCP server from :func:`graph_memory.server.build_server`.
+        server: the low-level MCP server from :func:`graph_memory.mcp.server.build_server`.
         store: the open store the server works on (``/readyz`` checks it).
         settings: HTTP host, token, allowed hosts and origins, and the request limits come from here.
     """
@@ -515,12 +518,10 @@ def _token(settings: Settings) -> str | None:
     return value or None
 
 
-def listen_streams_closer(server: Any) -> Callable[[], None]:
+def listen_streams_closer(handle: ServerHandle) -> Callable[[], None]:
     """A callable that gracefully ends every open ``subscriptions/listen`` stream (the handler
-    ``build_server`` exposes as ``server.graph_listen``); a no-op when there is none."""
-    listen = getattr(server, "graph_listen", None)
-    close = getattr(listen, "close", None)
-    return close if callable(close) else (lambda: None)
+    ``build_server`` returns as ``handle.listen``)."""
+    return handle.listen.close
 
 
 @contextlib.contextmanager
@@ -647,7 +648,7 @@ def build_uvicorn(app: ASGIApp, settings: Settings, *, on_shutdown: Callable[[],
     return server
 
 
-def serve_http(server: Any, store: Store, settings: Settings) -> None:
+def serve_http(handle: ServerHandle, store: Store, settings: Settings) -> None:
     """Serve MCP over streamable HTTP until SIGTERM/SIGINT, then return (the caller closes the store).
 
     Raises:
@@ -657,8 +658,8 @@ def serve_http(server: Any, store: Store, settings: Settings) -> None:
     if _token(settings) is None and settings.http_host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("http_without_token", host=settings.http_host,
                     hint="set MEMORY_HTTP_TOKEN when /mcp is reachable from other machines or pods")
-    app = build_app(server, store, settings)
-    uv = build_uvicorn(app, settings, on_shutdown=listen_streams_closer(server))
+    app = build_app(handle.server, store, settings)
+    uv = build_uvicorn(app, settings, on_shutdown=listen_streams_closer(handle))
     log.info("http_starting", host=settings.http_host, port=settings.http_port,
              auth="none" if _token(settings) is None else "bearer",
              allowed_hosts=list(settings.allowed_hosts))

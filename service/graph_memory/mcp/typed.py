@@ -31,12 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from graph_memory.db import graph
-from graph_memory.db.store import Connection
-from graph_memory.errors import Conflict, EntityNotFound, InvalidInput, SchemaError
+from graph_memory.errors import InvalidInput, SchemaError
 from graph_memory.logs import get_logger
-from graph_memory.models import Entity, Relation
-from graph_memory.tools import (
+from graph_memory.mcp.tools import (
     ADDITIVE,
     DELETE_OUT_BASE,
     DESTRUCTIVE,
@@ -44,13 +41,14 @@ from graph_memory.tools import (
     ENTITY_OUT,
     RELATION_OUT,
     TOOLS,
-    Memory,
     Outcome,
     ToolSpec,
     _array,
     _object,
     _str,
 )
+from graph_memory.models import Entity, Relation
+from graph_memory.service import MemoryService, TypedValue
 from graph_memory.wording import plural
 
 SUFFIX = ".schema.json"
@@ -359,7 +357,7 @@ def _inner(schema: TypeSchema, tool: str, arguments: dict[str, Any], alias: str 
     return value
 
 
-def _values(schema: TypeSchema, tool: str, app: Memory, obj: dict[str, Any], *, adding: bool
+def _values(schema: TypeSchema, tool: str, app: MemoryService, obj: dict[str, Any], *, adding: bool
             ) -> tuple[str, list[tuple[Property, Value]]]:
     """Check the wrapped object: ``(name, [(property, value)])`` in schema order, then extras.
     An empty value (``""``/``[]``) is kept only when updating (it removes the property).
@@ -444,105 +442,61 @@ def _targets(value: Value) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
-def _require_type(conn: Connection, schema: TypeSchema, name: str, tool: str) -> None:
-    found = graph.entity_type(conn, name)
-    if found is None:
-        raise EntityNotFound(name)
-    if found != schema.type_name:
-        raise InvalidInput(f"Entity with name {name} has entityType {found!r}, not {schema.type_name!r}; {tool} "
-                           f"only changes {schema.type_name} entities")
-
-
 # -- the three tools ------------------------------------------------------------------------------
 
 
-def _add(schema: TypeSchema, tool: str) -> Callable[[Memory, dict[str, Any]], Outcome]:
-    def run(app: Memory, arguments: dict[str, Any]) -> Outcome:
+def _add(schema: TypeSchema, tool: str) -> Callable[[MemoryService, dict[str, Any]], Outcome]:
+    def run(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
         name, values = _values(schema, tool, app, _inner(schema, tool, arguments, None), adding=True)
         entity = Entity(name, schema.type_name, [p.observation(v) for p, v in values])
         relations = [Relation(name, target, p.relationship.edge_type)
                      for p, v in values if p.relationship is not None for target in _targets(v)]
-
-        def write(conn: Connection) -> tuple[Entity, list[Relation]]:
-            existing = graph.entity_type(conn, name)
-            if existing is not None:
-                hint = f"; change it with update_{schema.type_name}" if existing == schema.type_name else ""
-                raise Conflict(f"Entity with name {name} already exists (entityType {existing!r}){hint}")
-            (created,) = graph.create_entities(conn, [entity])
-            return created, graph.create_relations(conn, relations)
-
-        created, made = app.store.run_write(write)
+        created, made = app.add_typed(entity, relations)
         payload = {"entity": created.to_dict(), "createdRelations": [r.to_dict() for r in made]}
         return Outcome(payload, payload, True, {"entities_created": 1, "observations_added": len(created.observations),
                                                 "relations_created": len(made)})
     return run
 
 
-def _update(schema: TypeSchema, tool: str) -> Callable[[Memory, dict[str, Any]], Outcome]:
-    def run(app: Memory, arguments: dict[str, Any]) -> Outcome:
+def _update(schema: TypeSchema, tool: str) -> Callable[[MemoryService, dict[str, Any]], Outcome]:
+    def run(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
         obj = _inner(schema, tool, arguments, f"update_{schema.type_name}")
         name, values = _values(schema, tool, app, obj, adding=False)
-
-        def write(conn: Connection) -> tuple[dict[str, Any], bool]:
-            _require_type(conn, schema, name, tool)
-            out: dict[str, list[Any]] = {"updatedObservations": [], "addedObservations": [],
-                                         "deletedObservations": [], "createdRelations": [], "deletedRelations": []}
-            for prop, value in values:
-                if not value:
-                    out["deletedObservations"] += graph.delete_observations_by_prefix(conn, name, prop.prefix)
-                else:
-                    edit = graph.set_observation_by_prefix(conn, name, prop.prefix, prop.observation(value))
-                    if edit.kind == "updated":
-                        out["updatedObservations"].append({"match": edit.old, "replacement": edit.new})
-                    elif edit.kind == "added":
-                        out["addedObservations"].append(edit.new)
-                if prop.relationship is not None:
-                    targets = _targets(value)
-                    current = graph.relations_from(conn, name, prop.relationship.edge_type)
-                    stale = [r for r in current if r.target not in targets]
-                    out["deletedRelations"] += graph.delete_relations(conn, stale).deleted
-                    kept = {r.target for r in current}
-                    fresh = [Relation(name, t, prop.relationship.edge_type) for t in targets if t not in kept]
-                    out["createdRelations"] += graph.create_relations(conn, fresh)
-            (entity,) = graph.open_nodes(conn, [name]).entities
-            changed = any(out.values())
-            out["createdRelations"] = [r.to_dict() for r in out["createdRelations"]]
-            out["deletedRelations"] = [r.to_dict() for r in out["deletedRelations"]]
-            return {"entity": entity.to_dict(), **out}, changed
-
-        payload, changed = app.store.run_write(write)
-        counts = {"observations_updated": len(payload["updatedObservations"]),
-                  "observations_added": len(payload["addedObservations"]),
-                  "observations_deleted": len(payload["deletedObservations"]),
-                  "relations_created": len(payload["createdRelations"]),
-                  "relations_deleted": len(payload["deletedRelations"])}
-        return Outcome(payload, payload, changed, counts)
+        edits = [TypedValue(prop.prefix, prop.observation(value) if value else None,
+                            None if prop.relationship is None else prop.relationship.edge_type, _targets(value))
+                 for prop, value in values]
+        result = app.update_typed(schema.type_name, name, edits, tool)
+        payload = {"entity": result.entity.to_dict(),
+                   "updatedObservations": [{"match": old, "replacement": new} for old, new in result.updated],
+                   "addedObservations": result.added, "deletedObservations": result.deleted,
+                   "createdRelations": [r.to_dict() for r in result.relations_created],
+                   "deletedRelations": [r.to_dict() for r in result.relations_deleted]}
+        counts = {"observations_updated": len(result.updated),
+                  "observations_added": len(result.added),
+                  "observations_deleted": len(result.deleted),
+                  "relations_created": len(result.relations_created),
+                  "relations_deleted": len(result.relations_deleted)}
+        return Outcome(payload, payload, result.changed, counts)
     return run
 
 
-def _delete(schema: TypeSchema, tool: str) -> Callable[[Memory, dict[str, Any]], Outcome]:
-    def run(app: Memory, arguments: dict[str, Any]) -> Outcome:
+def _delete(schema: TypeSchema, tool: str) -> Callable[[MemoryService, dict[str, Any]], Outcome]:
+    def run(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
         obj = _inner(schema, tool, arguments, f"delete_{schema.type_name}")
         name = obj.get("name")
         if not isinstance(name, str) or not name:
             raise InvalidInput(f"invalid arguments for {tool}: {schema.type_name}.name: "
                                + ("Field required" if name is None else "should be a non-empty string"))
         app.limits.name(name, f"{schema.type_name}.name")
-
-        def write(conn: Connection) -> dict[str, Any]:
-            _require_type(conn, schema, name, tool)
-            snapshot = graph.open_nodes(conn, [name])
-            graph.delete_entities(conn, [name])
-            (entity,) = snapshot.entities
-            n, m = len(entity.observations), len(snapshot.relations)
-            return {"success": True,
-                    "message": f"Deleted {schema.type_name} {name} with {plural(n, 'observation')} "
-                               f"and {plural(m, 'relation')}",
-                    "deletedEntities": [name], "deletedRelations": [r.to_dict() for r in snapshot.relations]}
-
-        payload = app.store.run_write(write)
+        snapshot = app.delete_typed(schema.type_name, name, tool)
+        (entity,) = snapshot.entities
+        n, m = len(entity.observations), len(snapshot.relations)
+        payload = {"success": True,
+                   "message": f"Deleted {schema.type_name} {name} with {plural(n, 'observation')} "
+                              f"and {plural(m, 'relation')}",
+                   "deletedEntities": [name], "deletedRelations": [r.to_dict() for r in snapshot.relations]}
         return Outcome(payload, payload, True,
-                       {"entities_deleted": 1, "relations_deleted": len(payload["deletedRelations"])})
+                       {"entities_deleted": 1, "relations_deleted": len(snapshot.relations)})
     return run
 
 

@@ -2,7 +2,8 @@
 
 Built on the SDK's low-level ``Server`` so the advertised schemas are exactly ours and every
 result is built once, with no second validation layer on the hot path. Tool adapters live in
-:mod:`graph_memory.tools`; this module maps their outcomes and errors onto MCP results.
+:mod:`graph_memory.mcp.tools`; this module maps their outcomes onto MCP results and holds the
+one ``GraphError → MCP`` mapping (:func:`_tool_error`, :func:`_resource_error`).
 
 Notifications: after a call that changed the graph, ``notifications/resources/updated`` for
 ``memory://knowledge-graph`` goes to every subscribed session of both protocol generations —
@@ -23,8 +24,9 @@ import asyncio
 import importlib.util
 import json
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -34,12 +36,13 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Res
 from mcp.shared.exceptions import MCPError
 
 from graph_memory import package_version
-from graph_memory.db import graph, index
-from graph_memory.db.store import Store
+from graph_memory.db import index
+from graph_memory.db.backend import Backend
 from graph_memory.errors import GraphError
 from graph_memory.logs import get_logger
-from graph_memory.request_params import explain_invalid_params
-from graph_memory.tools import TOOLS, Memory, Outcome, ToolSpec
+from graph_memory.mcp.request_params import explain_invalid_params
+from graph_memory.mcp.tools import TOOLS, Outcome, ToolSpec
+from graph_memory.service import MemoryService
 
 GRAPH_URI = "memory://knowledge-graph"
 SERVER_NAME = "graph-memory"
@@ -127,12 +130,12 @@ def connection_exit_stack(session: Any) -> AsyncExitStack | None:
 
 class IdleCatchUp:
     """The timer of the search index's idle policy (:mod:`graph_memory.db.index`), on the event
-    loop (asyncio) like every call: :meth:`Store.catch_up_when_idle` ``delay`` seconds after the
+    loop (asyncio) like every call: :meth:`Backend.catch_up_when_idle` ``delay`` seconds after the
     last write of this server, and every ``poll`` seconds for what other processes left waiting.
     A search, a large enough backlog and shutdown catch up too, so this only moves work off the
     calls."""
 
-    def __init__(self, store: Store, delay: float = index.IDLE_CATCH_UP_SECONDS,
+    def __init__(self, store: Backend, delay: float = index.IDLE_CATCH_UP_SECONDS,
                  poll: float = index.CATCH_UP_POLL_SECONDS) -> None:
         self.store = store
         self.delay = delay
@@ -161,7 +164,7 @@ class IdleCatchUp:
             self._handle = None
 
     def run(self) -> None:
-        """Catch up now (:meth:`Store.catch_up_when_idle`: never raises), then poll again later."""
+        """Catch up now (:meth:`Backend.catch_up_when_idle`: never raises), then poll again later."""
         self._handle = None
         self.store.catch_up_when_idle()
         self._schedule(self.poll)
@@ -191,7 +194,7 @@ class ExternalChanges:
     false, and with the loop.
     """
 
-    def __init__(self, store: Store, watching: Callable[[], bool], changed: Callable[[], Coroutine[Any, Any, None]],
+    def __init__(self, store: Backend, watching: Callable[[], bool], changed: Callable[[], Coroutine[Any, Any, None]],
                  interval: float = EXTERNAL_CHANGE_POLL_SECONDS) -> None:
         self.store = store
         self.watching = watching
@@ -294,6 +297,33 @@ def _error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
 
 
+def _tool_error(spec: ToolSpec, exc: Exception, started: float) -> types.CallToolResult:
+    """The one ``GraphError → MCP`` mapping of tool calls: a refusal (:class:`GraphError`) is
+    an ``isError`` result with its message; anything else is logged and answered without its
+    text (it may hold internals)."""
+    if isinstance(exc, GraphError):
+        # The message may quote names and observations: only its kind at info.
+        writes = not spec.annotations["readOnlyHint"]
+        (log.info if writes else log.debug)("tool_refused", tool=spec.name, error=type(exc).__name__,
+                                            ms=_ms(started))
+        log.debug("tool_refused_detail", tool=spec.name, error=str(exc)[:500])
+        return _error(str(exc))
+    log.exception("tool_failed", tool=spec.name)  # called in the except block: logs the traceback
+    return _error(f"{spec.name} failed with an internal error; nothing was written. "
+                  f"The server log has the details.")
+
+
+def _resource_error(exc: Exception) -> MCPError:
+    """The ``GraphError → MCP`` mapping of a resource read: a JSON-RPC internal error that says
+    what went wrong (e.g. the file is corrupt or locked), never the raw text of another error
+    (handshake-era sessions would pass it to the client)."""
+    if isinstance(exc, GraphError):
+        return MCPError(code=types.INTERNAL_ERROR, message=str(exc))
+    log.exception("resource_read_failed", uri=GRAPH_URI)  # called in the except block
+    return MCPError(code=types.INTERNAL_ERROR, message="reading the knowledge graph failed with an "
+                    "internal error; the server log has the details")
+
+
 # The JSON Schema dialect of every advertised schema: the reference server's (its schemas declare
 # draft-07), and cheaper for clients to check results against than the 2020-12 default — the
 # official Python client validates each structured result ~18 % faster (issue 6). Our schemas
@@ -325,119 +355,142 @@ def _tool(spec: ToolSpec) -> types.Tool:
     )
 
 
-def build_server(memory: Memory, *, extra_tools: tuple[ToolSpec, ...] = ()) -> Server[Any]:
-    """The MCP server over ``memory`` (an open store plus limits).
+@dataclass(frozen=True, slots=True)
+class ServerHandle:
+    """What :func:`build_server` returns: the SDK ``server`` to serve, and the parts of ours
+    that the transports and tests reach: the handshake-era ``subscribers``, the ``listen``
+    handler of ``subscriptions/listen`` streams (HTTP mode closes them on shutdown), the index's
+    ``idle_catch_up`` timer and the ``external_changes`` poller."""
+
+    server: Server[Any]
+    subscribers: Subscribers
+    listen: ListenHandler
+    idle_catch_up: IdleCatchUp
+    external_changes: ExternalChanges
+
+
+def build_server(memory: MemoryService, *, extra_tools: tuple[ToolSpec, ...] = ()) -> ServerHandle:
+    """The MCP server over ``memory`` (the service: a backend plus limits).
 
     Args:
-        memory: the application object tools run against; its store must stay open while the
-            server runs (the caller closes it).
+        memory: the service tools run against; its backend must stay open while the server
+            runs (the caller closes it).
         extra_tools: more tools to advertise after the standard ones (e.g. typed tools).
 
     Returns:
-        A low-level ``mcp.server.Server`` named ``graph-memory``; serve it with
-        ``server.run(...)`` (stdio) or ``server.streamable_http_app(...)`` (HTTP).
+        A :class:`ServerHandle`; serve its low-level ``mcp.server.Server`` (named
+        ``graph-memory``) with ``handle.server.run(...)`` (stdio) or through
+        :func:`graph_memory.mcp.http.serve_http` (HTTP).
     """
     specs = {spec.name: spec for spec in (*TOOLS, *extra_tools)}
-    tool_list = types.ListToolsResult(tools=[_tool(spec) for spec in specs.values()])
-    subscribers = Subscribers()
-    idle_catch_up = IdleCatchUp(memory.store)
+    handlers = _Handlers(memory, specs)
+    listen = ListenHandler(handlers.bus)
+    server: Server[Any] = Server(
+        SERVER_NAME,
+        version=package_version(),
+        instructions=INSTRUCTIONS,
+        on_list_tools=_list_tools(specs.values()),
+        on_call_tool=handlers.call_tool,
+        on_list_resources=_list_resources,
+        on_read_resource=handlers.read_resource,
+        on_subscribe_resource=handlers.subscribe,
+        on_unsubscribe_resource=handlers.unsubscribe,
+        on_subscriptions_listen=listen,
+    )
+    _set_middleware(server)
+    return ServerHandle(server, handlers.subscribers, listen, handlers.idle_catch_up, handlers.external)
 
-    async def graph_changed() -> None:
-        await bus.publish(ResourceUpdated(uri=GRAPH_URI))
-        await subscribers.notify(GRAPH_URI)
 
-    external = ExternalChanges(memory.store, lambda: bool(len(subscribers) or bus.listeners), graph_changed)
-    bus = _CountingBus(external.start)
+class _Handlers:
+    """The request handlers of one server over ``memory``, and the notification state they share:
+    handshake-era ``subscribers``, the listen-stream ``bus``, the index's idle timer and the
+    poller of other processes' commits."""
 
-    async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-                         ) -> types.ListToolsResult:
-        return tool_list
+    def __init__(self, memory: MemoryService, specs: dict[str, ToolSpec]) -> None:
+        self.memory = memory
+        self.specs = specs
+        self.subscribers = Subscribers()
+        self.idle_catch_up = IdleCatchUp(memory.backend)
+        self.external = ExternalChanges(memory.backend, self._watched, self.graph_changed)
+        self.bus = _CountingBus(self.external.start)
 
-    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    def _watched(self) -> bool:
+        return bool(len(self.subscribers) or self.bus.listeners)
+
+    async def graph_changed(self) -> None:
+        """Tell every subscriber of both protocol generations that the graph changed."""
+        await self.bus.publish(ResourceUpdated(uri=GRAPH_URI))
+        await self.subscribers.notify(GRAPH_URI)
+
+    async def call_tool(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
                         ) -> types.CallToolResult:
-        spec = specs.get(params.name)
+        spec = self.specs.get(params.name)
         if spec is None:
-            return _error(f"Unknown tool: {params.name}. Available tools: {', '.join(specs)}")
-        writes = not spec.annotations["readOnlyHint"]
+            return _error(f"Unknown tool: {params.name}. Available tools: {', '.join(self.specs)}")
         started = time.perf_counter()
         try:
-            outcome: Outcome = spec.run(memory, params.arguments or {})
-        except GraphError as exc:
-            # The message may quote names and observations: only its kind at info.
-            (log.info if writes else log.debug)("tool_refused", tool=spec.name, error=type(exc).__name__,
-                                                ms=_ms(started))
-            log.debug("tool_refused_detail", tool=spec.name, error=str(exc)[:500])
-            return _error(str(exc))
-        except Exception:
-            log.exception("tool_failed", tool=spec.name)
-            return _error(f"{spec.name} failed with an internal error; nothing was written. "
-                          f"The server log has the details.")
+            outcome: Outcome = spec.run(self.memory, params.arguments or {})
+        except Exception as exc:
+            return _tool_error(spec, exc, started)
+        writes = not spec.annotations["readOnlyHint"]
         (log.info if writes else log.debug)("tool_call", tool=spec.name, **_counts(outcome), ms=_ms(started))
-        idle_catch_up.after_call(outcome.changed)
+        self.idle_catch_up.after_call(outcome.changed)
         if outcome.changed:
-            await graph_changed()
+            await self.graph_changed()
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=outcome.render())],
             structured_content=outcome.structured,
         )
 
-    async def list_resources(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-                             ) -> types.ListResourcesResult:
-        return types.ListResourcesResult(resources=[types.Resource(
-            uri=GRAPH_URI, name="knowledge-graph", title="Knowledge graph",
-            description="The whole knowledge graph: every entity and relation (same payload as read_graph).",
-            mime_type="application/json",
-        )])
-
-    async def read_resource(ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    async def read_resource(self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
                             ) -> types.ReadResourceResult:
         if str(params.uri) != GRAPH_URI:
             raise MCPError(code=-32002, message=f"Resource not found: {params.uri}")
         try:
-            payload = memory.store.run_read(graph.read_graph).to_dict()
-        except GraphError as exc:  # e.g. the file is corrupt or locked: say so, as tool calls do
-            raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
-        except Exception:
-            # Never the raw exception text: handshake-era sessions would pass it to the client.
-            log.exception("resource_read_failed", uri=GRAPH_URI)
-            raise MCPError(code=types.INTERNAL_ERROR, message="reading the knowledge graph failed with an "
-                           "internal error; the server log has the details") from None
+            payload = self.memory.read_graph().to_dict()
+        except Exception as exc:
+            raise _resource_error(exc) from None
         return types.ReadResourceResult(contents=[types.TextResourceContents(
             uri=GRAPH_URI, mime_type="application/json",
             text=json.dumps(payload, indent=2, ensure_ascii=False),
         )])
 
-    async def subscribe(ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
+    async def subscribe(self, ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
                         ) -> types.EmptyResult:
-        subscribers.add(ctx.session, str(params.uri), connection_exit_stack(ctx.session))
-        external.start()
+        self.subscribers.add(ctx.session, str(params.uri), connection_exit_stack(ctx.session))
+        self.external.start()
         return types.EmptyResult()
 
-    async def unsubscribe(ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
+    async def unsubscribe(self, ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
                           ) -> types.EmptyResult:
-        subscribers.remove(ctx.session, str(params.uri))
+        self.subscribers.remove(ctx.session, str(params.uri))
         return types.EmptyResult()
 
-    listen = ListenHandler(bus)
-    server: Server[Any] = Server(
-        SERVER_NAME,
-        version=package_version(),
-        instructions=INSTRUCTIONS,
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-        on_list_resources=list_resources,
-        on_read_resource=read_resource,
-        on_subscribe_resource=subscribe,
-        on_unsubscribe_resource=unsubscribe,
-        on_subscriptions_listen=listen,
-    )
+
+def _list_tools(specs: Iterable[ToolSpec]) -> Callable[
+        [ServerRequestContext[Any], types.PaginatedRequestParams | None], Awaitable[types.ListToolsResult]]:
+    """The ``tools/list`` handler: one result, built once."""
+    tool_list = types.ListToolsResult(tools=[_tool(spec) for spec in specs])
+
+    async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+                         ) -> types.ListToolsResult:
+        return tool_list
+
+    return list_tools
+
+
+async def _list_resources(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+                          ) -> types.ListResourcesResult:
+    return types.ListResourcesResult(resources=[types.Resource(
+        uri=GRAPH_URI, name="knowledge-graph", title="Knowledge graph",
+        description="The whole knowledge graph: every entity and relation (same payload as read_graph).",
+        mime_type="application/json",
+    )])
+
+
+def _set_middleware(server: Server[Any]) -> None:
     if importlib.util.find_spec("opentelemetry.sdk") is None:
         # The SDK's OpenTelemetry middleware can only emit spans through an installed OTel SDK;
         # without one it does nothing yet costs ~30 µs per request (issue 6), so drop it then.
         server.middleware = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
     server.middleware.append(explain_invalid_params)
-    server.graph_subscribers = subscribers  # type: ignore[attr-defined]  # for tests and HTTP mode
-    server.idle_catch_up = idle_catch_up  # type: ignore[attr-defined]  # for tests
-    server.external_changes = external  # type: ignore[attr-defined]  # for tests
-    server.graph_listen = listen  # type: ignore[attr-defined]  # HTTP mode closes open listen streams on shutdown
-    return server

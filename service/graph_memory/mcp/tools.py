@@ -1,26 +1,31 @@
-"""The MCP tools: advertised schemas, argument parsing, and thin adapters onto ``graph``.
+"""The MCP tools: advertised schemas, argument parsing, and thin adapters onto the service.
 
 Input schemas carry exactly the reference server's property names, types and ``required`` lists
 (``upstream-tools.json`` in the shared docs), plus our optional extras; output schemas are
-supersets of upstream's. Adapters parse arguments, call one graph operation inside one
-transaction, and shape the result; they hold no SQL.
+supersets of upstream's. Adapters parse arguments into typed models, call one
+:class:`~graph_memory.service.MemoryService` method and shape the wire result.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
-from graph_memory.db import graph, search
-from graph_memory.db.store import Store
+from graph_memory.db.graph import (
+    DeleteEntitiesResult,
+    DeleteObservationsResult,
+    DeleteRelationsResult,
+    ObservationUpdate,
+)
 from graph_memory.errors import InvalidInput
-from graph_memory.jsontext import dumps_indent2
-from graph_memory.models import DEFAULT_WEIGHT, Entity, GraphSlice, Relation
-from graph_memory.settings import Settings
+from graph_memory.mcp.jsontext import dumps_indent2
+from graph_memory.models import DEFAULT_WEIGHT, MODES, Entity, GraphSlice, Relation
+from graph_memory.service import MemoryService
+from graph_memory.wording import plural
 
 # -- advertised JSON schemas ----------------------------------------------------------------------
 
@@ -208,7 +213,10 @@ class NoArgs(_Args):
     """read_graph takes no arguments (extra keys are ignored, as upstream's schema allows)."""
 
 
-def parse_args(model: type[_Args], tool: str, arguments: dict[str, Any]) -> Any:
+M = TypeVar("M", bound=BaseModel)
+
+
+def parse_args(model: type[M], tool: str, arguments: dict[str, Any]) -> M:
     """Validate ``arguments`` into ``model``.
 
     Raises:
@@ -222,55 +230,6 @@ def parse_args(model: type[_Args], tool: str, arguments: dict[str, Any]) -> Any:
             f"{'.'.join(str(p) for p in err['loc']) or '(arguments)'}: {err['msg']}" for err in exc.errors()
         )
         raise InvalidInput(f"invalid arguments for {tool}: {problems}") from None
-
-
-# -- limits ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """Size limits on tool input (configurable through settings; see README)."""
-
-    max_name_length: int = 1024
-    max_observation_length: int = 65536
-    max_batch: int = 10_000
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> Limits:
-        """The limits ``MEMORY_MAX_*`` configure."""
-        return cls(settings.max_name_length, settings.max_observation_length, settings.max_batch)
-
-    def batch(self, items: list[Any], what: str) -> None:
-        """Raises InvalidInput when ``items`` has more than ``max_batch`` elements."""
-        if len(items) > self.max_batch:
-            raise InvalidInput(f"{what}: {len(items)} items in one call; the limit is {self.max_batch} "
-                               f"(MEMORY_MAX_BATCH). Split the call.")
-
-    def name(self, value: str, what: str) -> None:
-        """Raises InvalidInput for a name/type over ``max_name_length`` or not encodable as UTF-8."""
-        _text(value, self.max_name_length, what, "MEMORY_MAX_NAME_LENGTH")
-
-    def observation(self, value: str, what: str) -> None:
-        """Raises InvalidInput for an observation over ``max_observation_length`` or not UTF-8."""
-        _text(value, self.max_observation_length, what, "MEMORY_MAX_OBSERVATION_LENGTH")
-
-
-def _text(value: str, limit: int, what: str, setting: str) -> None:
-    if len(value) > limit:
-        raise InvalidInput(f"{what} is {len(value)} characters long; the limit is {limit} ({setting})")
-    _unicode(value, what)
-
-
-def _unicode(value: str, what: str) -> None:
-    """Raises InvalidInput when ``value`` cannot be stored or searched: not encodable as UTF-8.
-
-    Over stdio and HTTP a lone surrogate never gets here (the transports read it as U+FFFD, see
-    :mod:`graph_memory.surrogates`); only an in-process Python caller can pass one."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInput(f"{what} contains an unpaired surrogate (\\ud800–\\udfff), which is not "
-                           f"valid Unicode text") from None
 
 
 # -- tools ----------------------------------------------------------------------------------------
@@ -295,80 +254,80 @@ class Outcome:
 
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
-    """One advertised tool and the adapter that runs it."""
+    """One advertised tool and the adapter that runs it: parse the arguments, call one
+    :class:`MemoryService` method, build the :class:`Outcome`."""
 
     name: str
     description: str
     input_schema: dict[str, Any]
     output_schema: dict[str, Any]
     annotations: dict[str, bool]
-    run: Callable[[Memory, dict[str, Any]], Outcome]
+    run: Callable[[MemoryService, dict[str, Any]], Outcome]
 
 
-class Memory:
-    """The application object the tool adapters run against: an open store plus input limits."""
-
-    def __init__(self, store: Store, limits: Limits | None = None) -> None:
-        self.store = store
-        self.limits = limits or Limits()
-
-    def entities(self, items: list[EntityArg]) -> list[Entity]:
-        """Check limits and convert entity arguments."""
-        lim = self.limits
-        lim.batch(items, "entities")
-        for i, e in enumerate(items):
-            lim.name(e.name, f"entities.{i}.name")
-            lim.name(e.entityType, f"entities.{i}.entityType")
-            lim.batch(e.observations, f"entities.{i}.observations")
-            for j, o in enumerate(e.observations):
-                lim.observation(o, f"entities.{i}.observations.{j}")
-        return [Entity(e.name, e.entityType, list(e.observations)) for e in items]
-
-    def relations(self, items: list[RelationArg], what: str = "relations") -> list[Relation]:
-        """Check limits and convert relation arguments."""
-        lim = self.limits
-        lim.batch(items, what)
-        for i, r in enumerate(items):
-            lim.name(r.source, f"{what}.{i}.from")
-            lim.name(r.to, f"{what}.{i}.to")
-            lim.name(r.relationType, f"{what}.{i}.relationType")
-        return [Relation(r.source, r.to, r.relationType, DEFAULT_WEIGHT if r.weight is None else r.weight)
-                for r in items]
-
-    def contents(self, name: str, contents: list[str], what: str) -> None:
-        """Check limits on one entity name and its observation strings."""
-        self.limits.name(name, f"{what}.entityName")
-        self.limits.batch(contents, what)
-        for j, o in enumerate(contents):
-            self.limits.observation(o, f"{what}.{j}")
+def _relations(items: list[RelationArg]) -> list[Relation]:
+    return [Relation(r.source, r.to, r.relationType, DEFAULT_WEIGHT if r.weight is None else r.weight)
+            for r in items]
 
 
-def _create_entities(app: Memory, arguments: dict[str, Any]) -> Outcome:
+# -- the wire text of the delete tools (the reference server's success/message shape) ----------
+
+
+def _deleted_entities(result: DeleteEntitiesResult) -> dict[str, Any]:
+    """``{"success", "message", "deletedEntities"}``."""
+    message = f"Deleted {len(result.deleted)} of {plural(result.requested, 'entity')}"
+    if result.not_found:
+        message += "; not found: " + ", ".join(result.not_found)
+    return {"success": True, "message": message, "deletedEntities": result.deleted}
+
+
+def _deleted_observations(result: DeleteObservationsResult) -> dict[str, Any]:
+    """``{"success", "message", "results": [{"entityName", "deletedObservations", "message"}]}``."""
+    count = sum(len(r.deleted) for r in result.results)
+    entities = sum(1 for r in result.results if r.deleted)
+    message = f"Deleted {plural(count, 'observation')} from {plural(entities, 'entity')}"
+    missing = [r.entity_name for r in result.results if not r.found]
+    if missing:
+        message += "; not found: " + ", ".join(missing)
+    return {"success": True, "message": message, "results": [
+        {"entityName": r.entity_name, "deletedObservations": r.deleted,
+         "message": (f"deleted {len(r.deleted)} of {r.requested} requested" if r.found
+                     else f"Entity with name {r.entity_name} not found")}
+        for r in result.results]}
+
+
+def _deleted_relations(result: DeleteRelationsResult) -> dict[str, Any]:
+    """``{"success", "message", "deletedRelations"}``."""
+    return {
+        "success": True,
+        "message": f"Deleted {len(result.deleted)} of {plural(result.requested, 'relation')}",
+        "deletedRelations": [r.to_dict() for r in result.deleted],
+    }
+
+
+def _create_entities(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
     args = parse_args(CreateEntitiesArgs, "create_entities", arguments)
-    entities = app.entities(args.entities)
-    created = app.store.run_write(lambda conn: graph.create_entities(conn, entities))
+    entities = [Entity(e.name, e.entityType, list(e.observations)) for e in args.entities]
+    created = app.create_entities(entities)
     payload = [e.to_dict() for e in created]
     return Outcome({"entities": payload}, payload, bool(created), {
         "entities_created": len(created), "entities_skipped": len(entities) - len(created),
         "observations_added": sum(len(e.observations) for e in created)})
 
 
-def _create_relations(app: Memory, arguments: dict[str, Any]) -> Outcome:
+def _create_relations(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
     args = parse_args(CreateRelationsArgs, "create_relations", arguments)
-    relations = app.relations(args.relations)
-    created = app.store.run_write(lambda conn: graph.create_relations(conn, relations))
+    relations = _relations(args.relations)
+    created = app.create_relations(relations)
     payload = [r.to_dict() for r in created]
     return Outcome({"relations": payload}, payload, bool(created),
                    {"relations_created": len(created), "relations_skipped": len(relations) - len(created)})
 
 
-def _add_observations(app: Memory, arguments: dict[str, Any]) -> Outcome:
+def _add_observations(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
     args = parse_args(AddObservationsArgs, "add_observations", arguments)
-    app.limits.batch(args.observations, "observations")
-    for i, item in enumerate(args.observations):
-        app.contents(item.entityName, item.contents, f"observations.{i}.contents")
     items = [(o.entityName, o.contents) for o in args.observations]
-    results = app.store.run_write(lambda conn: graph.add_observations(conn, items))
+    results = app.add_observations(items)
     payload = [r.to_dict() for r in results]
     added = sum(len(r.added) for r in results)
     return Outcome({"results": payload}, payload, bool(added), {
@@ -376,60 +335,47 @@ def _add_observations(app: Memory, arguments: dict[str, Any]) -> Outcome:
         "entities": len(results)})
 
 
-def _delete_entities(app: Memory, arguments: dict[str, Any]) -> Outcome:
+def _delete_entities(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
     args = parse_args(DeleteEntitiesArgs, "delete_entities", arguments)
-    app.limits.batch(args.entityNames, "entityNames")
-    for i, name in enumerate(args.entityNames):
-        app.limits.name(name, f"entityNames.{i}")
-    result = app.store.run_write(lambda conn: graph.delete_entities(conn, args.entityNames))
-    payload = result.to_dict()
+    result = app.delete_entities(args.entityNames)
+    payload = _deleted_entities(result)
     return Outcome(payload, payload, result.changed, {
         "entities_deleted": len(result.deleted), "entities_not_found": len(result.not_found),
         "relations_deleted": result.relations_deleted})
 
 
-def _delete_observations(app: Memory, arguments: dict[str, Any]) -> Outcome:
+def _delete_observations(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
     args = parse_args(DeleteObservationsArgs, "delete_observations", arguments)
-    app.limits.batch(args.deletions, "deletions")
-    for i, item in enumerate(args.deletions):
-        app.contents(item.entityName, item.observations, f"deletions.{i}.observations")
     items = [(d.entityName, d.observations) for d in args.deletions]
-    result = app.store.run_write(lambda conn: graph.delete_observations(conn, items))
-    payload = result.to_dict()
+    result = app.delete_observations(items)
+    payload = _deleted_observations(result)
     deleted = sum(len(r.deleted) for r in result.results)
     return Outcome(payload, payload, result.changed, {
         "observations_deleted": deleted, "observations_not_found": sum(len(o) for _, o in items) - deleted,
         "entities_not_found": sum(1 for r in result.results if not r.found)})
 
 
-def _delete_relations(app: Memory, arguments: dict[str, Any]) -> Outcome:
+def _delete_relations(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
     args = parse_args(DeleteRelationsArgs, "delete_relations", arguments)
-    relations = app.relations(args.relations)
-    result = app.store.run_write(lambda conn: graph.delete_relations(conn, relations))
-    payload = result.to_dict()
+    relations = _relations(args.relations)
+    result = app.delete_relations(relations)
+    payload = _deleted_relations(result)
     return Outcome(payload, payload, result.changed, {
         "relations_deleted": len(result.deleted), "relations_not_found": len(relations) - len(result.deleted)})
 
 
-def _update_observations(app: Memory, arguments: dict[str, Any]) -> Outcome:
+def _update_observations(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
     args = parse_args(UpdateObservationsArgs, "update_observations", arguments)
-    app.limits.batch(args.updates, "updates")
-    for i, u in enumerate(args.updates):
-        app.limits.name(u.entityName, f"updates.{i}.entityName")
-        app.limits.observation(u.match, f"updates.{i}.match")
-        app.limits.observation(u.replacement, f"updates.{i}.replacement")
-    updates = [graph.ObservationUpdate(u.entityName, u.match, u.replacement) for u in args.updates]
-    results = app.store.run_write(lambda conn: graph.update_observations(conn, updates))
+    results = app.update_observations([ObservationUpdate(u.entityName, u.match, u.replacement)
+                                       for u in args.updates])
     payload = {"results": results}
     return Outcome(payload, payload, bool(results),
                    {"observations_updated": sum(len(r["updatedObservations"]) for r in results)})
 
 
-def _update_relations(app: Memory, arguments: dict[str, Any]) -> Outcome:
+def _update_relations(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
     args = parse_args(UpdateRelationsArgs, "update_relations", arguments)
-    relations = app.relations(args.relations)
-    items = [(r, r.weight) for r in relations]
-    changes = app.store.run_write(lambda conn: graph.update_relation_weights(conn, items))
+    changes = app.update_relations(_relations(list(args.relations)))
     payload = {"results": [c.to_dict() for c in changes]}
     changed = sum(1 for c in changes if c.relation.weight != c.previous)
     return Outcome(payload, payload, bool(changed),
@@ -441,24 +387,19 @@ def _graph_outcome(result: GraphSlice) -> Outcome:
     return Outcome(payload, payload)
 
 
-def _read_graph(app: Memory, arguments: dict[str, Any]) -> Outcome:
+def _read_graph(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
     parse_args(NoArgs, "read_graph", arguments)
-    return _graph_outcome(app.store.run_read(graph.read_graph))
+    return _graph_outcome(app.read_graph())
 
 
-def _search_nodes(app: Memory, arguments: dict[str, Any]) -> Outcome:
+def _search_nodes(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
     args = parse_args(SearchArgs, "search_nodes", arguments)
-    _unicode(args.query, "query")
-    mode: search.Mode = args.mode or "substring"
-    return _graph_outcome(app.store.run_search(lambda conn: search.search(conn, args.query, mode, args.limit)))
+    return _graph_outcome(app.search_nodes(args.query, args.mode or "substring", args.limit))
 
 
-def _open_nodes(app: Memory, arguments: dict[str, Any]) -> Outcome:
+def _open_nodes(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
     args = parse_args(OpenArgs, "open_nodes", arguments)
-    app.limits.batch(args.names, "names")
-    for i, name in enumerate(args.names):
-        _unicode(name, f"names.{i}")
-    return _graph_outcome(app.store.run_read(lambda conn: graph.open_nodes(conn, args.names)))
+    return _graph_outcome(app.open_nodes(args.names))
 
 
 def _results_schema(item: dict[str, Any]) -> dict[str, Any]:
@@ -581,7 +522,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "limit caps the number of entities.",
         _object({
             "query": _str("Text to find in entity names, types and observations"),
-            "mode": {"type": "string", "enum": list(search.MODES), "default": "substring",
+            "mode": {"type": "string", "enum": list(MODES), "default": "substring",
                      "description": "substring (default): whole query verbatim; words: every word, any "
                                     "order, ranked; fts: FTS5 query syntax, ranked"},
             "limit": {"type": "integer", "minimum": 1,
