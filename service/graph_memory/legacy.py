@@ -43,6 +43,7 @@ from graph_memory.errors import LegacyFormatError
 from graph_memory.hints import graph_memory_command, shell_quote
 from graph_memory.models import DEFAULT_WEIGHT, Entity, Relation
 from graph_memory.surrogates import replace_in_value
+from graph_memory.wording import json_type
 
 __all__ = [
     "LegacyGraph",
@@ -131,19 +132,6 @@ class _Invalid(Exception):
     """Internal: one line or item is invalid; ``args[0]`` is the reason."""
 
 
-def _type_name(value: object) -> str:
-    """The JSON name of a decoded value's type, for messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
 
 
 def _require_str(obj: dict[str, Any], key: str) -> str:
@@ -151,7 +139,7 @@ def _require_str(obj: dict[str, Any], key: str) -> str:
         raise _Invalid(f'field "{key}" is missing')
     value = obj[key]
     if type(value) is not str:
-        raise _Invalid(f'field "{key}" must be a string, got {_type_name(value)}')
+        raise _Invalid(f'field "{key}" must be a string, got {json_type(value)}')
     return value
 
 
@@ -163,10 +151,10 @@ def _entity_fields(obj: dict[str, Any]) -> tuple[str, str, list[str]]:
         raise _Invalid('field "observations" is missing')
     observations = obj["observations"]
     if type(observations) is not list:
-        raise _Invalid(f'field "observations" must be a list of strings, got {_type_name(observations)}')
+        raise _Invalid(f'field "observations" must be a list of strings, got {json_type(observations)}')
     if not all(type(o) is str for o in observations):
         index, bad = next((i, o) for i, o in enumerate(observations) if type(o) is not str)
-        raise _Invalid(f'field "observations" must be a list of strings, item {index} is {_type_name(bad)}')
+        raise _Invalid(f'field "observations" must be a list of strings, item {index} is {json_type(bad)}')
     return name, entity_type, observations
 
 
@@ -185,7 +173,7 @@ def _relation_weight(obj: dict[str, Any]) -> float:
     # bool is an int in Python, but true/false are not numbers in JSON; NaN and +-Infinity (which
     # Python's reader accepts) fail the range test.
     if type(value) not in (int, float) or not 0 <= value <= 1:
-        shown = _excerpt(json.dumps(value)) if type(value) in (int, float) else _type_name(value)
+        shown = _excerpt(json.dumps(value)) if type(value) in (int, float) else json_type(value)
         raise _Invalid(f'field "weight" must be a number from 0 to 1, got {shown}')
     return float(value) + 0.0   # -0 becomes 0
 
@@ -329,11 +317,11 @@ def _parse_document(doc: dict[str, Any], builder: _Builder) -> LegacyGraph:
     for kind, key in (("entity", "entities"), ("relation", "relations")):
         items = doc.get(key, [])
         if type(items) is not list:
-            raise LegacyFormatError(f'"{key}" must be an array, got {_type_name(items)}', path=builder.path)
+            raise LegacyFormatError(f'"{key}" must be an array, got {json_type(items)}', path=builder.path)
         for index, item in enumerate(items):
             try:
                 if type(item) is not dict:
-                    raise _Invalid(f"not a JSON object (got {_type_name(item)})")
+                    raise _Invalid(f"not a JSON object (got {json_type(item)})")
                 builder.add_object(item, kind)
             except _Invalid as exc:
                 builder.reject(None, f"{key}[{index}]: {kind}: {exc.args[0]}")
@@ -357,7 +345,7 @@ def _parse_lines(lines: Sequence[str | None], builder: _Builder) -> LegacyGraph:
             builder.reject(number, _diagnose(line))
             continue
         if type(obj) is not dict:
-            builder.reject(number, f"not a JSON object (got {_type_name(obj)})")
+            builder.reject(number, f"not a JSON object (got {json_type(obj)})")
             continue
         if "\\u" in line:  # only an escape can give a lone surrogate (the text is valid UTF-8)
             obj = builder.replace_surrogates(obj)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["plural"]
+__all__ = ["json_type", "plural"]
 
 
 def plural(count: int, singular: str, plural_form: str | None = None) -> str:
@@ -27,3 +27,19 @@ def _regular_plural(word: str) -> str:
     if word.endswith(("s", "x", "ch", "sh")):
         return word + "es"
     return word + "s"
+
+
+def json_type(value: object) -> str:
+    """The JSON name of a decoded value's type, for messages: ``null``, ``boolean``, ``number``,
+    ``string``, ``array`` or ``object``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "array"
+    return "object"

@@ -19,6 +19,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 from pydantic import ValidationError
 
+from graph_memory.wording import json_type
+
 __all__ = ["explain_invalid_params"]
 
 _PREFIX = "Invalid request parameters"
@@ -34,7 +36,7 @@ async def explain_invalid_params(ctx: ServerRequestContext[Any, Any], call_next:
     if ctx.request_id is not None and ctx.method == "tools/call" and isinstance(ctx.params, Mapping):
         arguments = ctx.params.get("arguments")
         if arguments is not None and not isinstance(arguments, Mapping):
-            got = _json_type(arguments)
+            got = json_type(arguments)
             raise MCPError(code=INVALID_PARAMS,
                            message=f"{_PREFIX} for tools/call: arguments must be a JSON object, got {got}; "
                                    f"pass the tool's arguments as {{\"name\": value, …}}, or {{}} for none")
@@ -66,14 +68,3 @@ def _is_field(part: str) -> bool:
     return (part.isidentifier() and not part[:1].isupper()) or part.startswith("_")
 
 
-def _json_type(value: object) -> str:
-    """The JSON name of a decoded value's type (``array``, ``string``, ``number``, ``boolean``)."""
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list | tuple):
-        return "array"
-    return type(value).__name__
