@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graph_memory.errors import GraphError, LegacyFormatError
+from graph_memory.errors import GraphError
 from graph_memory.hints import graph_memory_command
 from graph_memory.wording import plural
 
@@ -43,8 +43,6 @@ exit status:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    from pydantic import ValidationError
-
     from graph_memory.settings import Settings
 
     overrides = {k: v for k, v in {
@@ -53,12 +51,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         "http_port": getattr(args, "port", None),
         "file_path": getattr(args, "database", None),
     }.items() if v is not None}
-    try:
-        settings = Settings(**overrides)
-    except ValidationError as exc:
-        problems = "; ".join(f"MEMORY_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}"
-                             for e in exc.errors())
-        raise GraphError(f"invalid settings: {problems}") from None
+    settings = Settings.load(**overrides)
     from graph_memory.logs import configure_logging
 
     configure_logging(settings.log_level, settings.effective_log_format)
@@ -145,22 +138,10 @@ def _open_readonly(settings: Settings) -> Store:
 
 
 def _open_current(settings: Settings) -> Store:
-    """Open an existing database without migrating it (export, dry runs). One with older
-    migrations applied is refused (this code reads the current schema only); one with none
-    applied yet has no graph tables and reads as empty."""
-    from graph_memory.db import migrations
+    """Open an existing database without migrating it (export, dry runs): :meth:`Store.open_current`."""
+    from graph_memory.db.store import Store
 
-    store = _open_readonly(settings)
-    path = store.path
-    try:
-        state = migrations.status(store.conn, str(store.path))
-        if state.pending and state.version > 0:
-            raise GraphError(f"database {path} has {plural(len(state.pending), 'pending migration')}; "
-                             f"first run: {graph_memory_command('migrate', database=path)}")
-    except BaseException:
-        store.close()
-        raise
-    return store
+    return Store.open_current(_existing_database(settings), busy_timeout_ms=settings.busy_timeout_ms)
 
 
 # glibc's mallopt parameter for the size from which every allocation gets its own mmap.
@@ -219,14 +200,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             new_database = store.run_read(first_start_action) == "import"
         except GraphError:
             new_database = False
-        try:
-            first_start_import(store, settings.legacy_candidates)
-        except LegacyFormatError as exc:
-            command = graph_memory_command("import", "--skip-invalid", exc.path or "FILE", database=store.path)
-            what_to_do = (f"Fix that line, or import what can be read with: {command}" if exc.skippable else
-                          "Fix or move that file (MEMORY_FILE_PATH names it, or it lies beside the database)")
-            raise GraphError(f"{exc}. The database {store.path} was left empty and the legacy file untouched. "
-                             f"{what_to_do}") from exc
+        first_start_import(store, settings.legacy_candidates)  # a bad file stops the start here
         if new_database:  # only the start that created it: a database emptied on purpose stays quiet
             log_hint_if_reference_files(store, log)
         from graph_memory.db.backend import SqliteBackend
@@ -322,11 +296,9 @@ def _http_ready_problem(settings: Settings) -> str | None:
 def cmd_healthcheck(args: argparse.Namespace) -> int:
     """Exit 0 when the database opens and has every migration applied, else 1 with the reason."""
     settings = _settings(args)
-    from graph_memory.db import migrations
-
     store = _open_readonly(settings)
     try:
-        state = migrations.status(store.conn, str(store.path))
+        state = store.schema_status()
     finally:
         store.close()
     if state.pending:
@@ -351,21 +323,11 @@ def cmd_import(args: argparse.Namespace) -> int:
         return cmd_discover(args)
     settings = _settings(args)
     from graph_memory.db.store import Store
-    from graph_memory.importer import FileState, load_graph, plan_graph
-    from graph_memory.legacy import parse_legacy
+    from graph_memory.importer import load_graph, plan_graph, read_legacy_file
 
     # Read the whole file first, once (it may be a pipe): a refused file never opens (or creates)
     # the database, and the import record describes exactly the bytes imported.
-    try:
-        state, data = FileState.read(args.file)
-        legacy = parse_legacy(data, skip_invalid=args.skip_invalid, path=args.file)
-        del data
-    except LegacyFormatError as exc:
-        skipping = graph_memory_command("import", "--skip-invalid", Path(args.file).absolute(),
-                                        database=settings.database_path)
-        hint = "" if args.skip_invalid or not exc.skippable else (
-            f"; fix that line, or import every other line (the bad ones are listed) with: {skipping}")
-        raise GraphError(f"{exc}. Nothing was imported{hint}") from exc
+    state, legacy = read_legacy_file(args.file, skip_invalid=args.skip_invalid, database=settings.database_path)
     path = settings.database_path
     if args.dry_run:
         store = _open_current(settings) if path.is_file() else None
@@ -513,14 +475,13 @@ def cmd_backup(args: argparse.Namespace) -> int:
 def cmd_stats(args: argparse.Namespace) -> int:
     """Counts, size and schema version of the database."""
     settings = _settings(args)
-    from graph_memory.db import migrations
     from graph_memory.db.backup import database_files, graph_counts
     from graph_memory.importer import first_start_action, import_records
 
     store = _open_readonly(settings)
     path = store.path
     try:
-        state = migrations.status(store.conn, str(path))
+        state = store.schema_status()
         counts = store.run_read(graph_counts)
         records = store.run_read(import_records)
         owed = store.run_read(first_start_action)
@@ -599,7 +560,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         return EXIT_PENDING
     store = Store.open(path, busy_timeout_ms=settings.busy_timeout_ms, migrate=False)
     try:
-        state = migrations.status(store.conn, str(path))  # refuses an edited or newer database
+        state = store.schema_status()  # refuses an edited or newer database
         if args.check:
             if state.pending:
                 print(f"{path} is at schema version {state.version}; {plural(len(state.pending), 'migration')} "
@@ -608,7 +569,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             print(f"{path} is up to date at schema version {state.version}")
             return EXIT_OK
         applied = store.migrate()
-        final = migrations.status(store.conn, str(path))
+        final = store.schema_status()
     finally:
         store.close()
     for migration in applied:

@@ -29,7 +29,7 @@ from typing import Any, BinaryIO, Protocol
 from graph_memory.db import graph
 from graph_memory.db.paths import fsync_directory
 from graph_memory.db.store import Connection, Store
-from graph_memory.errors import GraphError
+from graph_memory.errors import GraphError, LegacyFormatError
 from graph_memory.hints import graph_memory_command
 from graph_memory.legacy import LegacyGraph, parse_legacy, write_legacy
 from graph_memory.logs import get_logger
@@ -225,6 +225,25 @@ def load_graph(store: Store, legacy: LegacyGraph, *, source: str, progress: Prog
     return report
 
 
+def read_legacy_file(path: str, *, skip_invalid: bool, database: Path) -> tuple[FileState, LegacyGraph]:
+    """Read and parse the legacy file ``path`` once, for ``graph-memory import`` into ``database``:
+    its state (what the import record describes) and its graph.
+
+    Raises:
+        LegacyFormatError: the file cannot be read or (without ``skip_invalid``) has a bad line;
+            the message says nothing was imported and, for a bad line, gives the
+            ``import --skip-invalid`` command that imports every other line.
+    """
+    try:
+        state, data = FileState.read(path)
+        return state, parse_legacy(data, skip_invalid=skip_invalid, path=path)
+    except LegacyFormatError as exc:
+        skipping = graph_memory_command("import", "--skip-invalid", Path(path).absolute(), database=database)
+        hint = "" if skip_invalid or not exc.skippable else (
+            f"; fix that line, or import every other line (the bad ones are listed) with: {skipping}")
+        raise exc.advised(f". Nothing was imported{hint}") from exc
+
+
 def plan_graph(store: Store | None, legacy: LegacyGraph, *, source: str, database: str | None = None) -> ImportReport:
     """What :func:`load_graph` would do, computed with reads only (a dry run; nothing is written).
 
@@ -313,8 +332,6 @@ def record_path(path: str | os.PathLike[str]) -> str:
 @contextmanager
 def _opened(path: str | os.PathLike[str]) -> Iterator[tuple[str, BinaryIO]]:
     """``(record_path(path), binary handle)``; an OSError becomes LegacyFormatError."""
-    from graph_memory.errors import LegacyFormatError
-
     name = record_path(path)
     try:
         with open(os.fspath(path), "rb") as handle:
@@ -441,7 +458,8 @@ def first_start_import(store: Store, candidates: list[Path], *,
 
     Raises:
         LegacyFormatError: the legacy file to import cannot be read or has a bad line; the
-            database stays as it was (empty) and the legacy file untouched.
+            database stays as it was (empty) and the legacy file untouched. The message says so
+            and what to do (fix the line, or the ``import --skip-invalid`` command).
         StoreError: with a legacy file present, the database cannot be read, or written for an
             owed import.
     """
@@ -465,9 +483,16 @@ def first_start_import(store: Store, candidates: list[Path], *,
             log.warning("legacy_file_not_checked", path=str(legacy_path), database=str(store.path),
                         error=str(exc)[:500])
         return None
-    state, data = FileState.read(legacy_path)
-    log.info("legacy_import_started", path=state.path, database=str(store.path), bytes=state.size_bytes)
-    legacy = parse_legacy(data, path=str(legacy_path))
+    try:
+        state, data = FileState.read(legacy_path)
+        log.info("legacy_import_started", path=state.path, database=str(store.path), bytes=state.size_bytes)
+        legacy = parse_legacy(data, path=str(legacy_path))
+    except LegacyFormatError as exc:
+        command = graph_memory_command("import", "--skip-invalid", exc.path or "FILE", database=store.path)
+        what_to_do = (f"Fix that line, or import what can be read with: {command}" if exc.skippable else
+                      "Fix or move that file (MEMORY_FILE_PATH names it, or it lies beside the database)")
+        raise exc.advised(f". The database {store.path} was left empty and the legacy file untouched. "
+                          f"{what_to_do}") from exc
     report = _load(store, legacy, source=str(legacy_path), progress=progress, first_start=True, record=state)
     if report is None:
         log.info("legacy_import_skipped", path=str(legacy_path), database=str(store.path),

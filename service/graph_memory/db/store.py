@@ -29,9 +29,10 @@ import apsw
 
 from graph_memory.db import index, migrations
 from graph_memory.db.paths import check_database_path
-from graph_memory.errors import GraphError, StoreError
+from graph_memory.errors import GraphError, PendingMigrationsError, StoreError
 from graph_memory.hints import graph_memory_command, shell_quote
 from graph_memory.logs import get_logger
+from graph_memory.wording import plural
 
 T = TypeVar("T")
 # Online backup (Store.backup_to): restarts (the source changed between steps) tolerated before
@@ -325,6 +326,41 @@ class Store:
         return data, graph
 
     # -- migrations -----------------------------------------------------------------------------
+
+    @classmethod
+    def open_current(cls, path: Path | str, *, busy_timeout_ms: int = 10_000) -> Store:
+        """:meth:`open_readonly`, refusing a database with older migrations applied (this code
+        reads the current schema only; export, dry runs). One with none applied yet has no graph
+        tables and reads as empty.
+
+        Raises:
+            PendingMigrationsError: migrations are pending on a database that has some applied;
+                the message gives the ``graph-memory migrate`` command to run first.
+            StoreError, MigrationError: as :meth:`open_readonly`.
+        """
+        store = cls.open_readonly(path, busy_timeout_ms=busy_timeout_ms)
+        try:
+            state = store.schema_status()
+            if state.pending and state.version > 0:
+                raise PendingMigrationsError(
+                    f"database {store.path} has {plural(len(state.pending), 'pending migration')}; "
+                    f"first run: {graph_memory_command('migrate', database=store.path)}")
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    def schema_status(self) -> migrations.MigrationStatus:
+        """The applied and pending migrations, changing nothing.
+
+        Raises:
+            MigrationError: the history is edited or newer than this code.
+            StoreError: the database could not be read.
+        """
+        try:
+            return migrations.status(self.conn, str(self.path))
+        except apsw.Error as exc:
+            raise translate(exc, self.path) from exc
 
     def migrate(self) -> list[migrations.Migration]:
         """Apply the pending migrations now (``graph-memory migrate``; :meth:`open` does it too).
