@@ -581,6 +581,9 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 # -- the parser --------------------------------------------------------------------------------
 
 
+_Command = Callable[..., argparse.ArgumentParser]   # adds one subcommand: command(name, help, handler, epilog)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (commands: serve, import, export, backup, stats, migrate, healthcheck)."""
     from graph_memory import package_version
@@ -612,7 +615,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--transport", choices=["stdio", "http"], help="overrides MEMORY_TRANSPORT")
     serve.add_argument("--host", help="HTTP bind address (overrides MEMORY_HTTP_HOST)")
     serve.add_argument("--port", type=int, help="HTTP port (overrides MEMORY_HTTP_PORT)")
+    _add_import_command(command)
+    _add_export_command(command)
+    _add_data_commands(command)
+    command("healthcheck", "exit 0 when the database opens and is fully migrated", cmd_healthcheck)
+    return parser
 
+
+def _add_import_command(command: _Command) -> None:
     imp = command("import", "merge a reference-server memory.jsonl/.json into the database", cmd_import,
                   epilog="Existing entities gain the observations they lack (their type is kept); existing "
                          "relations are skipped (their weight is kept). A relation's \"weight\" (written by "
@@ -634,6 +644,8 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--dry-run", action="store_true", help="report what would happen; write nothing")
     imp.add_argument("--json", action="store_true", help="print the report as JSON")
 
+
+def _add_export_command(command: _Command) -> None:
     exp = command("export", "write the graph as reference-server JSONL", cmd_export,
                   epilog="Entities then relations, one compact JSON object per line, as the reference server "
                          "writes them. A file is replaced atomically (never left half-written).\n\n"
@@ -645,6 +657,9 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--with-weights", action="store_true",
                      help="also write relation weights (a \"weight\" key on relations whose weight is not 1.0)")
 
+
+def _add_data_commands(command: _Command) -> None:
+    """backup, stats and migrate."""
     bak = command("backup", "copy the database consistently, also while a server runs", cmd_backup,
                   epilog="Uses SQLite's online backup API, then checks the copy (integrity_check and the "
                          "search index). DEST may be a directory: the copy is then named "
@@ -664,9 +679,6 @@ def build_parser() -> argparse.ArgumentParser:
                          "migration was edited, or the database cannot be opened\n"
                          "  3  --check only: migrations are pending")
     mig.add_argument("--check", action="store_true", help="only report; exit 3 when migrations are pending")
-
-    command("healthcheck", "exit 0 when the database opens and is fully migrated", cmd_healthcheck)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -393,21 +393,28 @@ def first_start_import(store: Store, candidates: list[Path], *,
         _settle_without_file(store)
         return None
     action = store.run_read(first_start_action)
-    if action is None:
-        try:
-            warn_if_legacy_file_changed(store, legacy_path)
-        except GraphError as exc:  # a check only: the server serves all the same
-            log.warning("legacy_file_not_checked", path=str(legacy_path), database=str(store.path),
-                        error=str(exc)[:500])
+    if action != "import":
+        _check_legacy_file(store, legacy_path, baseline=action == "baseline")
         return None
-    if action == "baseline":
-        try:
+    return _import_on_first_start(store, legacy_path, progress)
+
+
+def _check_legacy_file(store: Store, legacy_path: Path, *, baseline: bool) -> None:
+    """A start that owes no import: record the file's state first when ``baseline`` is owed,
+    then warn when the file differs from its latest record. Best effort: a failure (e.g. an
+    unreadable file) is logged, the server starts all the same and an owed baseline stays owed."""
+    try:
+        if baseline:
             _record_baseline(store, FileState.of(legacy_path))
-            warn_if_legacy_file_changed(store, legacy_path)
-        except GraphError as exc:  # e.g. an unreadable file: the next start tries again
-            log.warning("legacy_file_not_checked", path=str(legacy_path), database=str(store.path),
-                        error=str(exc)[:500])
-        return None
+        warn_if_legacy_file_changed(store, legacy_path)
+    except GraphError as exc:  # a check only: the server serves all the same
+        log.warning("legacy_file_not_checked", path=str(legacy_path), database=str(store.path),
+                    error=str(exc)[:500])
+
+
+def _import_on_first_start(store: Store, legacy_path: Path, progress: Progress | None) -> ImportReport | None:
+    """The owed first-start import of ``legacy_path`` (see :func:`first_start_import`); None when
+    another process did it meanwhile."""
     try:
         state, data = FileState.read(legacy_path)
         log.info("legacy_import_started", path=state.path, database=str(store.path), bytes=state.size_bytes)

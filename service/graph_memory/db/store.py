@@ -174,18 +174,7 @@ class Store:
         check_database_path(path, must_exist=True)
         if not os.access(path, os.R_OK):
             raise StoreError(f"database {path} is not readable by this user; fix its permissions")
-        for attempt in range(_BUSY_RETRIES + 1):
-            try:
-                conn, snapshot = _connect_readonly(path)
-                break
-            except (apsw.BusyError, apsw.LockedError) as exc:
-                if attempt == _BUSY_RETRIES:
-                    raise translate(exc, path) from exc
-                time.sleep(0.05 * (attempt + 1))
-            except apsw.Error as exc:
-                raise translate(exc, path) from exc
-            except OSError as exc:  # reading the header, or copying into the snapshot folder
-                raise StoreError(f"cannot read database {path}: {exc.strerror or exc}") from exc
+        conn, snapshot = _connect_readonly_retrying(path)
         store = cls(path, conn)
         store.snapshot_dir = snapshot
         try:
@@ -764,6 +753,22 @@ def _connect_readonly(path: Path) -> tuple[apsw.Connection, Path | None]:
             f"Ask its owner for a copy ({graph_memory_command('backup', 'DEST', database=path)}), or run this "
             f"as the owner. Nothing was changed."
         ) from exc
+
+
+def _connect_readonly_retrying(path: Path) -> tuple[apsw.Connection, Path | None]:
+    """:func:`_connect_readonly` with the busy retries every transaction gets; errors translated."""
+    for attempt in range(_BUSY_RETRIES + 1):
+        try:
+            return _connect_readonly(path)
+        except (apsw.BusyError, apsw.LockedError) as exc:
+            if attempt == _BUSY_RETRIES:
+                raise translate(exc, path) from exc
+            time.sleep(0.05 * (attempt + 1))
+        except apsw.Error as exc:
+            raise translate(exc, path) from exc
+        except OSError as exc:  # reading the header, or copying into the snapshot folder
+            raise StoreError(f"cannot read database {path}: {exc.strerror or exc}") from exc
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def _snapshot(path: Path) -> tuple[apsw.Connection, Path]:
