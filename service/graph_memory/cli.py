@@ -1,7 +1,9 @@
 """The ``graph-memory`` command: serve the MCP server, and the data tools around it.
 
-Every deliberate failure (:class:`~graph_memory.errors.GraphError`, invalid settings) becomes
-one message on stderr and exit status 1 here; nothing else prints tracebacks at users. Heavy
+Every deliberate failure (:class:`~graph_memory.errors.GraphError`, invalid settings included)
+becomes one message on stderr and exit status 1 in :func:`main`, the CLI's one mapping: the
+domain raises errors that already say what to do, and no command catches one to reword it.
+Nothing else prints tracebacks at users. Heavy
 imports (the mcp SDK, uvicorn) happen only in the subcommands that need them, so the data tools
 start fast. Stdout carries only the protocol (``serve`` on stdio) or the command's result; logs,
 progress bars and errors go to stderr.
