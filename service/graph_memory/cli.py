@@ -1,7 +1,9 @@
 """The ``graph-memory`` command: serve the MCP server, and the data tools around it.
 
-Every deliberate failure (:class:`~graph_memory.errors.GraphError`, invalid settings) becomes
-one message on stderr and exit status 1 here; nothing else prints tracebacks at users. Heavy
+Every deliberate failure (:class:`~graph_memory.errors.GraphError`, invalid settings included)
+becomes one message on stderr and exit status 1 in :func:`main`, the CLI's one mapping: the
+domain raises errors that already say what to do, and no command catches one to reword it.
+Nothing else prints tracebacks at users. Heavy
 imports (the mcp SDK, uvicorn) happen only in the subcommands that need them, so the data tools
 start fast. Stdout carries only the protocol (``serve`` on stdio) or the command's result; logs,
 progress bars and errors go to stderr.
@@ -16,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graph_memory.errors import GraphError, LegacyFormatError
+from graph_memory.errors import GraphError
 from graph_memory.hints import graph_memory_command
 from graph_memory.wording import plural
 
@@ -43,8 +45,6 @@ exit status:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    from pydantic import ValidationError
-
     from graph_memory.settings import Settings
 
     overrides = {k: v for k, v in {
@@ -53,12 +53,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         "http_port": getattr(args, "port", None),
         "file_path": getattr(args, "database", None),
     }.items() if v is not None}
-    try:
-        settings = Settings(**overrides)
-    except ValidationError as exc:
-        problems = "; ".join(f"MEMORY_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}"
-                             for e in exc.errors())
-        raise GraphError(f"invalid settings: {problems}") from None
+    settings = Settings.load(**overrides)
     from graph_memory.logs import configure_logging
 
     configure_logging(settings.log_level, settings.effective_log_format)
@@ -145,22 +140,10 @@ def _open_readonly(settings: Settings) -> Store:
 
 
 def _open_current(settings: Settings) -> Store:
-    """Open an existing database without migrating it (export, dry runs). One with older
-    migrations applied is refused (this code reads the current schema only); one with none
-    applied yet has no graph tables and reads as empty."""
-    from graph_memory.db import migrations
+    """Open an existing database without migrating it (export, dry runs): :meth:`Store.open_current`."""
+    from graph_memory.db.store import Store
 
-    store = _open_readonly(settings)
-    path = store.path
-    try:
-        state = migrations.status(store.conn, str(store.path))
-        if state.pending and state.version > 0:
-            raise GraphError(f"database {path} has {plural(len(state.pending), 'pending migration')}; "
-                             f"first run: {graph_memory_command('migrate', database=path)}")
-    except BaseException:
-        store.close()
-        raise
-    return store
+    return Store.open_current(_existing_database(settings), busy_timeout_ms=settings.busy_timeout_ms)
 
 
 # glibc's mallopt parameter for the size from which every allocation gets its own mmap.
@@ -219,14 +202,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             new_database = store.run_read(first_start_action) == "import"
         except GraphError:
             new_database = False
-        try:
-            first_start_import(store, settings.legacy_candidates)
-        except LegacyFormatError as exc:
-            command = graph_memory_command("import", "--skip-invalid", exc.path or "FILE", database=store.path)
-            what_to_do = (f"Fix that line, or import what can be read with: {command}" if exc.skippable else
-                          "Fix or move that file (MEMORY_FILE_PATH names it, or it lies beside the database)")
-            raise GraphError(f"{exc}. The database {store.path} was left empty and the legacy file untouched. "
-                             f"{what_to_do}") from exc
+        first_start_import(store, settings.legacy_candidates)  # a bad file stops the start here
         if new_database:  # only the start that created it: a database emptied on purpose stays quiet
             log_hint_if_reference_files(store, log)
         from graph_memory.db.backend import SqliteBackend
@@ -322,11 +298,9 @@ def _http_ready_problem(settings: Settings) -> str | None:
 def cmd_healthcheck(args: argparse.Namespace) -> int:
     """Exit 0 when the database opens and has every migration applied, else 1 with the reason."""
     settings = _settings(args)
-    from graph_memory.db import migrations
-
     store = _open_readonly(settings)
     try:
-        state = migrations.status(store.conn, str(store.path))
+        state = store.schema_status()
     finally:
         store.close()
     if state.pending:
@@ -351,21 +325,11 @@ def cmd_import(args: argparse.Namespace) -> int:
         return cmd_discover(args)
     settings = _settings(args)
     from graph_memory.db.store import Store
-    from graph_memory.importer import FileState, load_graph, plan_graph
-    from graph_memory.legacy import parse_legacy
+    from graph_memory.importer import load_graph, plan_graph, read_legacy_file
 
     # Read the whole file first, once (it may be a pipe): a refused file never opens (or creates)
     # the database, and the import record describes exactly the bytes imported.
-    try:
-        state, data = FileState.read(args.file)
-        legacy = parse_legacy(data, skip_invalid=args.skip_invalid, path=args.file)
-        del data
-    except LegacyFormatError as exc:
-        skipping = graph_memory_command("import", "--skip-invalid", Path(args.file).absolute(),
-                                        database=settings.database_path)
-        hint = "" if args.skip_invalid or not exc.skippable else (
-            f"; fix that line, or import every other line (the bad ones are listed) with: {skipping}")
-        raise GraphError(f"{exc}. Nothing was imported{hint}") from exc
+    state, legacy = read_legacy_file(args.file, skip_invalid=args.skip_invalid, database=settings.database_path)
     path = settings.database_path
     if args.dry_run:
         store = _open_current(settings) if path.is_file() else None
@@ -513,14 +477,13 @@ def cmd_backup(args: argparse.Namespace) -> int:
 def cmd_stats(args: argparse.Namespace) -> int:
     """Counts, size and schema version of the database."""
     settings = _settings(args)
-    from graph_memory.db import migrations
     from graph_memory.db.backup import database_files, graph_counts
     from graph_memory.importer import first_start_action, import_records
 
     store = _open_readonly(settings)
     path = store.path
     try:
-        state = migrations.status(store.conn, str(path))
+        state = store.schema_status()
         counts = store.run_read(graph_counts)
         records = store.run_read(import_records)
         owed = store.run_read(first_start_action)
@@ -599,7 +562,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         return EXIT_PENDING
     store = Store.open(path, busy_timeout_ms=settings.busy_timeout_ms, migrate=False)
     try:
-        state = migrations.status(store.conn, str(path))  # refuses an edited or newer database
+        state = store.schema_status()  # refuses an edited or newer database
         if args.check:
             if state.pending:
                 print(f"{path} is at schema version {state.version}; {plural(len(state.pending), 'migration')} "
@@ -608,7 +571,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             print(f"{path} is up to date at schema version {state.version}")
             return EXIT_OK
         applied = store.migrate()
-        final = migrations.status(store.conn, str(path))
+        final = store.schema_status()
     finally:
         store.close()
     for migration in applied:
@@ -618,6 +581,9 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 # -- the parser --------------------------------------------------------------------------------
+
+
+_Command = Callable[..., argparse.ArgumentParser]   # adds one subcommand: command(name, help, handler, epilog)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -651,7 +617,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--transport", choices=["stdio", "http"], help="overrides MEMORY_TRANSPORT")
     serve.add_argument("--host", help="HTTP bind address (overrides MEMORY_HTTP_HOST)")
     serve.add_argument("--port", type=int, help="HTTP port (overrides MEMORY_HTTP_PORT)")
+    _add_import_command(command)
+    _add_export_command(command)
+    _add_data_commands(command)
+    command("healthcheck", "exit 0 when the database opens and is fully migrated", cmd_healthcheck)
+    return parser
 
+
+def _add_import_command(command: _Command) -> None:
     imp = command("import", "merge a reference-server memory.jsonl/.json into the database", cmd_import,
                   epilog="Existing entities gain the observations they lack (their type is kept); existing "
                          "relations are skipped (their weight is kept). A relation's \"weight\" (written by "
@@ -673,6 +646,8 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--dry-run", action="store_true", help="report what would happen; write nothing")
     imp.add_argument("--json", action="store_true", help="print the report as JSON")
 
+
+def _add_export_command(command: _Command) -> None:
     exp = command("export", "write the graph as reference-server JSONL", cmd_export,
                   epilog="Entities then relations, one compact JSON object per line, as the reference server "
                          "writes them. A file is replaced atomically (never left half-written).\n\n"
@@ -684,6 +659,9 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--with-weights", action="store_true",
                      help="also write relation weights (a \"weight\" key on relations whose weight is not 1.0)")
 
+
+def _add_data_commands(command: _Command) -> None:
+    """backup, stats and migrate."""
     bak = command("backup", "copy the database consistently, also while a server runs", cmd_backup,
                   epilog="Uses SQLite's online backup API, then checks the copy (integrity_check and the "
                          "search index). DEST may be a directory: the copy is then named "
@@ -703,9 +681,6 @@ def build_parser() -> argparse.ArgumentParser:
                          "migration was edited, or the database cannot be opened\n"
                          "  3  --check only: migrations are pending")
     mig.add_argument("--check", action="store_true", help="only report; exit 3 when migrations are pending")
-
-    command("healthcheck", "exit 0 when the database opens and is fully migrated", cmd_healthcheck)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -15,8 +15,10 @@ bug and is logged with its traceback, never shown to the caller.
     ├── Conflict                    a write that would break a uniqueness rule
     ├── StoreError                  the database cannot be used (path, permissions, corruption, locks)
     │   └── MigrationError          schema history edited, missing or newer than this code
+    │       └── PendingMigrationsError  older than this code: ``graph-memory migrate`` first
     ├── LegacyFormatError           an upstream JSONL/JSON file that cannot be imported as is
-    └── SchemaError                 a typed-tool schema file (MEMORY_SCHEMAS_DIR) that cannot be used
+    ├── SchemaError                 a typed-tool schema file (MEMORY_SCHEMAS_DIR) that cannot be used
+    └── SettingsError               MEMORY_* settings (or the command's options) that do not validate
 """
 
 from __future__ import annotations
@@ -66,6 +68,11 @@ class MigrationError(StoreError):
     """The database's migration history does not match the code: edited, missing, or newer."""
 
 
+class PendingMigrationsError(MigrationError):
+    """The database has older migrations applied than this code reads; the message gives the
+    ``graph-memory migrate --database …`` command to run first."""
+
+
 class LegacyFormatError(GraphError):
     """An upstream memory file that cannot be imported as it is.
 
@@ -76,6 +83,8 @@ class LegacyFormatError(GraphError):
         reason: what is wrong, without the location prefix.
         skippable: the fault is in one line or item, which ``import --skip-invalid`` would skip
             (False for a file that cannot be read at all, or whose structure is wrong).
+        advice: what happened to the database and what to do, appended to the message as is
+            (:meth:`advised`); empty where the caller knows no more than the fault.
     """
 
     def __init__(
@@ -86,18 +95,26 @@ class LegacyFormatError(GraphError):
         line: int | None = None,
         offset: int | None = None,
         skippable: bool = False,
+        advice: str = "",
     ) -> None:
         where = path or "legacy file"
         if line is not None:
             where += f", line {line}"
         if offset is not None:
             where += f", byte offset {offset}"
-        super().__init__(f"{where}: {reason}")
+        super().__init__(f"{where}: {reason}{advice}")
         self.path = path
         self.line = line
         self.offset = offset
         self.reason = reason
         self.skippable = skippable
+        self.advice = advice
+
+    def advised(self, advice: str) -> LegacyFormatError:
+        """The same fault, its message followed by ``advice`` (which starts with its own
+        punctuation, e.g. ``". Nothing was imported"``)."""
+        return LegacyFormatError(self.reason, path=self.path, line=self.line, offset=self.offset,
+                                 skippable=self.skippable, advice=advice)
 
 
 class SchemaError(GraphError):
@@ -112,3 +129,7 @@ class SchemaError(GraphError):
         super().__init__(f"schema {path}: {problem}")
         self.path = path
         self.problem = problem
+
+
+class SettingsError(GraphError):
+    """Settings that do not validate; the message names each ``MEMORY_*`` variable and its problem."""

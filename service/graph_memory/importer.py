@@ -26,15 +26,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
-from graph_memory.db import graph
+from graph_memory.db import graph, records
 from graph_memory.db.paths import fsync_directory
+from graph_memory.db.records import ImportRecord, first_start_action, import_records
 from graph_memory.db.store import Connection, Store
-from graph_memory.errors import GraphError
+from graph_memory.errors import GraphError, LegacyFormatError
 from graph_memory.hints import graph_memory_command
 from graph_memory.legacy import LegacyGraph, parse_legacy, write_legacy
 from graph_memory.logs import get_logger
 from graph_memory.models import Entity, Relation
-from graph_memory.wording import plural
+
+__all__ = ["FileState", "ImportRecord", "ImportReport", "Progress", "export_file", "first_start_action",
+           "first_start_import", "import_records", "load_graph", "plan_graph", "read_legacy_file", "record_path",
+           "warn_if_legacy_file_changed"]
 
 log = get_logger("graph_memory.importer")
 
@@ -186,7 +190,7 @@ def _load(store: Store, legacy: LegacyGraph, *, source: str, progress: Progress 
         report = ImportReport.for_graph(legacy, source=source, database=str(store.path), dry_run=False)
         # The first-start duty is cleared by whichever import comes first (a manual one included):
         # after any import, a start never imports on its own.
-        if not _take_first_start(conn, "import") and first_start:
+        if not records.take_first_start(conn, "import") and first_start:
             raise _AlreadyImported
         if progress:
             progress.phase("importing")
@@ -223,6 +227,25 @@ def load_graph(store: Store, legacy: LegacyGraph, *, source: str, progress: Prog
     report = _load(store, legacy, source=source, progress=progress, record=record)
     assert report is not None
     return report
+
+
+def read_legacy_file(path: str, *, skip_invalid: bool, database: Path) -> tuple[FileState, LegacyGraph]:
+    """Read and parse the legacy file ``path`` once, for ``graph-memory import`` into ``database``:
+    its state (what the import record describes) and its graph.
+
+    Raises:
+        LegacyFormatError: the file cannot be read or (without ``skip_invalid``) has a bad line;
+            the message says nothing was imported and, for a bad line, gives the
+            ``import --skip-invalid`` command that imports every other line.
+    """
+    try:
+        state, data = FileState.read(path)
+        return state, parse_legacy(data, skip_invalid=skip_invalid, path=path)
+    except LegacyFormatError as exc:
+        skipping = graph_memory_command("import", "--skip-invalid", Path(path).absolute(), database=database)
+        hint = "" if skip_invalid or not exc.skippable else (
+            f"; fix that line, or import every other line (the bad ones are listed) with: {skipping}")
+        raise exc.advised(f". Nothing was imported{hint}") from exc
 
 
 def plan_graph(store: Store | None, legacy: LegacyGraph, *, source: str, database: str | None = None) -> ImportReport:
@@ -313,8 +336,6 @@ def record_path(path: str | os.PathLike[str]) -> str:
 @contextmanager
 def _opened(path: str | os.PathLike[str]) -> Iterator[tuple[str, BinaryIO]]:
     """``(record_path(path), binary handle)``; an OSError becomes LegacyFormatError."""
-    from graph_memory.errors import LegacyFormatError
-
     name = record_path(path)
     try:
         with open(os.fspath(path), "rb") as handle:
@@ -327,90 +348,11 @@ def _iso(ns: int) -> str:
     return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-@dataclass(frozen=True, slots=True)
-class ImportRecord:
-    """One row of ``legacy_imports`` (migration 0004). ``kind``: ``first_start`` (imported by
-    the start that created the database), ``import`` (the import command, not a dry run),
-    ``upgrade`` (the database predates these records: created before schema 4) or ``baseline``
-    (the legacy file as the first start after that upgrade found it; not imported by this
-    version). File fields are None for ``upgrade``; counts (rows the import created) are None for
-    ``upgrade`` and ``baseline``. Times are ISO 8601 UTC."""
-
-    kind: str
-    path: str | None
-    size_bytes: int | None
-    sha256: str | None
-    mtime: str | None
-    mtime_ns: int | None
-    entities: int | None
-    observations: int | None
-    relations: int | None
-    recorded_at: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of every field (``mtime_ns`` left out: ``mtime`` says it)."""
-        return {"kind": self.kind, "path": self.path, "size_bytes": self.size_bytes, "sha256": self.sha256,
-                "mtime": self.mtime, "entities": self.entities, "observations": self.observations,
-                "relations": self.relations, "recorded_at": self.recorded_at}
-
-    def describe(self) -> str:
-        """One line for people (``graph-memory stats``)."""
-        if self.kind == "upgrade":
-            return (f"{self.recorded_at} upgrade: the database predates import records (created by "
-                    f"graph-memory before schema 4); whether it imported a legacy file then is unknown")
-        file = f"{self.path} ({plural(self.size_bytes or 0, 'byte')}, modified {self.mtime}, sha256 {self.sha256})"
-        if self.kind == "baseline":
-            return (f"{self.recorded_at} baseline: {file} as found at the first start after the upgrade; "
-                    f"not imported by this version, kept to notice later changes")
-        how = "imported on the first start" if self.kind == "first_start" else "imported by the import command"
-        return (f"{self.recorded_at} {how}: {file}: {plural(self.entities or 0, 'entity', 'entities')}, "
-                f"{plural(self.observations or 0, 'observation')}, {plural(self.relations or 0, 'relation')} "
-                f"created")
-
-
-
-_RECORD_COLUMNS = ("kind, path, size_bytes, sha256, mtime, mtime_ns, entities, observations, relations, "
-                   "recorded_at")
-
-
 def _insert_record(conn: Connection, kind: str, state: FileState, report: ImportReport | None) -> None:
     counts = ((report.entities_created, report.observations_added, report.relations_created)
               if report is not None else (None, None, None))
-    conn.execute("INSERT INTO legacy_imports (kind, path, size_bytes, sha256, mtime, mtime_ns, entities, "
-                 "observations, relations) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                 (kind, state.path, state.size_bytes, state.sha256, state.mtime, state.mtime_ns, *counts))
-
-
-def _take_first_start(conn: Connection, action: str) -> bool:
-    """Clear the first-start duty ``action`` ('import' or 'baseline') inside the caller's write
-    transaction; True when it was still owed (so this transaction is the one doing it)."""
-    return conn.execute("UPDATE legacy_first_start SET action = NULL WHERE id = 1 AND action = ? RETURNING 1",
-                        (action,)).fetchall() != []
-
-
-def _has_table(conn: Connection, name: str) -> bool:
-    return conn.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", (name,)).fetchall() != []
-
-
-def import_records(conn: Connection) -> list[ImportRecord]:
-    """Every import record, oldest first; empty for a database before migration 0004."""
-    if not _has_table(conn, "legacy_imports"):
-        return []
-    return [ImportRecord(*row) for row in conn.execute(f"SELECT {_RECORD_COLUMNS} FROM legacy_imports ORDER BY id")]
-
-
-def first_start_action(conn: Connection) -> str | None:
-    """What the next start still owes: 'import', 'baseline' or None (see migration 0004)."""
-    if not _has_table(conn, "legacy_first_start"):
-        return None
-    rows = conn.execute("SELECT action FROM legacy_first_start WHERE id = 1").fetchall()
-    return str(rows[0][0]) if rows and rows[0][0] is not None else None
-
-
-def _latest_record(conn: Connection, path: str) -> ImportRecord | None:
-    row = conn.execute(f"SELECT {_RECORD_COLUMNS} FROM legacy_imports WHERE path = ? ORDER BY id DESC LIMIT 1",
-                       (path,)).fetchone()
-    return ImportRecord(*row) if row is not None else None
+    records.insert_record(conn, kind, path=state.path, size_bytes=state.size_bytes, sha256=state.sha256,
+                          mtime=state.mtime, mtime_ns=state.mtime_ns, counts=counts)
 
 
 def first_start_import(store: Store, candidates: list[Path], *,
@@ -441,7 +383,8 @@ def first_start_import(store: Store, candidates: list[Path], *,
 
     Raises:
         LegacyFormatError: the legacy file to import cannot be read or has a bad line; the
-            database stays as it was (empty) and the legacy file untouched.
+            database stays as it was (empty) and the legacy file untouched. The message says so
+            and what to do (fix the line, or the ``import --skip-invalid`` command).
         StoreError: with a legacy file present, the database cannot be read, or written for an
             owed import.
     """
@@ -450,24 +393,38 @@ def first_start_import(store: Store, candidates: list[Path], *,
         _settle_without_file(store)
         return None
     action = store.run_read(first_start_action)
-    if action is None:
-        try:
-            warn_if_legacy_file_changed(store, legacy_path)
-        except GraphError as exc:  # a check only: the server serves all the same
-            log.warning("legacy_file_not_checked", path=str(legacy_path), database=str(store.path),
-                        error=str(exc)[:500])
+    if action != "import":
+        _check_legacy_file(store, legacy_path, baseline=action == "baseline")
         return None
-    if action == "baseline":
-        try:
+    return _import_on_first_start(store, legacy_path, progress)
+
+
+def _check_legacy_file(store: Store, legacy_path: Path, *, baseline: bool) -> None:
+    """A start that owes no import: record the file's state first when ``baseline`` is owed,
+    then warn when the file differs from its latest record. Best effort: a failure (e.g. an
+    unreadable file) is logged, the server starts all the same and an owed baseline stays owed."""
+    try:
+        if baseline:
             _record_baseline(store, FileState.of(legacy_path))
-            warn_if_legacy_file_changed(store, legacy_path)
-        except GraphError as exc:  # e.g. an unreadable file: the next start tries again
-            log.warning("legacy_file_not_checked", path=str(legacy_path), database=str(store.path),
-                        error=str(exc)[:500])
-        return None
-    state, data = FileState.read(legacy_path)
-    log.info("legacy_import_started", path=state.path, database=str(store.path), bytes=state.size_bytes)
-    legacy = parse_legacy(data, path=str(legacy_path))
+        warn_if_legacy_file_changed(store, legacy_path)
+    except GraphError as exc:  # a check only: the server serves all the same
+        log.warning("legacy_file_not_checked", path=str(legacy_path), database=str(store.path),
+                    error=str(exc)[:500])
+
+
+def _import_on_first_start(store: Store, legacy_path: Path, progress: Progress | None) -> ImportReport | None:
+    """The owed first-start import of ``legacy_path`` (see :func:`first_start_import`); None when
+    another process did it meanwhile."""
+    try:
+        state, data = FileState.read(legacy_path)
+        log.info("legacy_import_started", path=state.path, database=str(store.path), bytes=state.size_bytes)
+        legacy = parse_legacy(data, path=str(legacy_path))
+    except LegacyFormatError as exc:
+        command = graph_memory_command("import", "--skip-invalid", exc.path or "FILE", database=store.path)
+        what_to_do = (f"Fix that line, or import what can be read with: {command}" if exc.skippable else
+                      "Fix or move that file (MEMORY_FILE_PATH names it, or it lies beside the database)")
+        raise exc.advised(f". The database {store.path} was left empty and the legacy file untouched. "
+                          f"{what_to_do}") from exc
     report = _load(store, legacy, source=str(legacy_path), progress=progress, first_start=True, record=state)
     if report is None:
         log.info("legacy_import_skipped", path=str(legacy_path), database=str(store.path),
@@ -489,7 +446,7 @@ def _settle_without_file(store: Store) -> None:
     still starts and answers each tool call with the reason; the duty then waits for a later
     start."""
     def run(conn: Connection) -> None:
-        _take_first_start(conn, "import") or _take_first_start(conn, "baseline")
+        records.take_first_start(conn, "import") or records.take_first_start(conn, "baseline")
 
     try:
         if store.run_read(first_start_action) is not None:
@@ -502,9 +459,9 @@ def _record_baseline(store: Store, state: FileState) -> None:
     """The first start after the upgrade to 0004: record ``state`` unless the file has a record
     already (a ``graph-memory import`` of it ran since), clearing the duty."""
     def run(conn: Connection) -> bool:
-        if not _take_first_start(conn, "baseline"):
+        if not records.take_first_start(conn, "baseline"):
             return False
-        if _latest_record(conn, state.path) is not None:
+        if records.latest_record(conn, state.path) is not None:
             return False
         _insert_record(conn, "baseline", state, None)
         return True
@@ -526,7 +483,7 @@ def warn_if_legacy_file_changed(store: Store, legacy_path: Path) -> str | None:
         None when the file is as recorded.
     """
     path = record_path(legacy_path)
-    latest = store.run_read(lambda conn: _latest_record(conn, path))
+    latest = store.run_read(lambda conn: records.latest_record(conn, path))
     try:
         stat = legacy_path.stat()
     except OSError:

@@ -90,6 +90,25 @@ class Settings(BaseSettings):
     max_observation_length: int = Field(65536, ge=1, description="Longest observation (characters).")
     max_batch: int = Field(10_000, ge=1, description="Most items in one tool call's batch.")
 
+    @classmethod
+    def load(cls, **overrides: object) -> Settings:
+        """The environment's settings with ``overrides`` (field name: value, e.g. a CLI option) on top.
+
+        Raises:
+            SettingsError: a value does not validate; the message names each ``MEMORY_*`` variable
+                and its problem.
+        """
+        from pydantic import ValidationError
+
+        from graph_memory.errors import SettingsError
+
+        try:
+            return cls(**overrides)  # type: ignore[arg-type]  # pydantic validates every value
+        except ValidationError as exc:
+            problems = "; ".join(f"MEMORY_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}"
+                                 for e in exc.errors())
+            raise SettingsError(f"invalid settings: {problems}") from None
+
     @field_validator("log_level", mode="before")
     @classmethod
     def _lower_level(cls, value: object) -> object:

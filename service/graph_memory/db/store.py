@@ -29,9 +29,10 @@ import apsw
 
 from graph_memory.db import index, migrations
 from graph_memory.db.paths import check_database_path
-from graph_memory.errors import GraphError, StoreError
+from graph_memory.errors import GraphError, PendingMigrationsError, StoreError
 from graph_memory.hints import graph_memory_command, shell_quote
 from graph_memory.logs import get_logger
+from graph_memory.wording import plural
 
 T = TypeVar("T")
 # Online backup (Store.backup_to): restarts (the source changed between steps) tolerated before
@@ -173,18 +174,7 @@ class Store:
         check_database_path(path, must_exist=True)
         if not os.access(path, os.R_OK):
             raise StoreError(f"database {path} is not readable by this user; fix its permissions")
-        for attempt in range(_BUSY_RETRIES + 1):
-            try:
-                conn, snapshot = _connect_readonly(path)
-                break
-            except (apsw.BusyError, apsw.LockedError) as exc:
-                if attempt == _BUSY_RETRIES:
-                    raise translate(exc, path) from exc
-                time.sleep(0.05 * (attempt + 1))
-            except apsw.Error as exc:
-                raise translate(exc, path) from exc
-            except OSError as exc:  # reading the header, or copying into the snapshot folder
-                raise StoreError(f"cannot read database {path}: {exc.strerror or exc}") from exc
+        conn, snapshot = _connect_readonly_retrying(path)
         store = cls(path, conn)
         store.snapshot_dir = snapshot
         try:
@@ -325,6 +315,41 @@ class Store:
         return data, graph
 
     # -- migrations -----------------------------------------------------------------------------
+
+    @classmethod
+    def open_current(cls, path: Path | str, *, busy_timeout_ms: int = 10_000) -> Store:
+        """:meth:`open_readonly`, refusing a database with older migrations applied (this code
+        reads the current schema only; export, dry runs). One with none applied yet has no graph
+        tables and reads as empty.
+
+        Raises:
+            PendingMigrationsError: migrations are pending on a database that has some applied;
+                the message gives the ``graph-memory migrate`` command to run first.
+            StoreError, MigrationError: as :meth:`open_readonly`.
+        """
+        store = cls.open_readonly(path, busy_timeout_ms=busy_timeout_ms)
+        try:
+            state = store.schema_status()
+            if state.pending and state.version > 0:
+                raise PendingMigrationsError(
+                    f"database {store.path} has {plural(len(state.pending), 'pending migration')}; "
+                    f"first run: {graph_memory_command('migrate', database=store.path)}")
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    def schema_status(self) -> migrations.MigrationStatus:
+        """The applied and pending migrations, changing nothing.
+
+        Raises:
+            MigrationError: the history is edited or newer than this code.
+            StoreError: the database could not be read.
+        """
+        try:
+            return migrations.status(self.conn, str(self.path))
+        except apsw.Error as exc:
+            raise translate(exc, self.path) from exc
 
     def migrate(self) -> list[migrations.Migration]:
         """Apply the pending migrations now (``graph-memory migrate``; :meth:`open` does it too).
@@ -728,6 +753,22 @@ def _connect_readonly(path: Path) -> tuple[apsw.Connection, Path | None]:
             f"Ask its owner for a copy ({graph_memory_command('backup', 'DEST', database=path)}), or run this "
             f"as the owner. Nothing was changed."
         ) from exc
+
+
+def _connect_readonly_retrying(path: Path) -> tuple[apsw.Connection, Path | None]:
+    """:func:`_connect_readonly` with the busy retries every transaction gets; errors translated."""
+    for attempt in range(_BUSY_RETRIES + 1):
+        try:
+            return _connect_readonly(path)
+        except (apsw.BusyError, apsw.LockedError) as exc:
+            if attempt == _BUSY_RETRIES:
+                raise translate(exc, path) from exc
+            time.sleep(0.05 * (attempt + 1))
+        except apsw.Error as exc:
+            raise translate(exc, path) from exc
+        except OSError as exc:  # reading the header, or copying into the snapshot folder
+            raise StoreError(f"cannot read database {path}: {exc.strerror or exc}") from exc
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def _snapshot(path: Path) -> tuple[apsw.Connection, Path]:

@@ -1,0 +1,100 @@
+"""The records of legacy imports and the first-start duty (tables ``legacy_imports`` and
+``legacy_first_start``, migration 0004): the only SQL on them. The importer decides when to
+record and what; these functions read and write the rows inside the caller's transaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from graph_memory.db.store import Connection
+from graph_memory.wording import plural
+
+
+@dataclass(frozen=True, slots=True)
+class ImportRecord:
+    """One row of ``legacy_imports`` (migration 0004). ``kind``: ``first_start`` (imported by
+    the start that created the database), ``import`` (the import command, not a dry run),
+    ``upgrade`` (the database predates these records: created before schema 4) or ``baseline``
+    (the legacy file as the first start after that upgrade found it; not imported by this
+    version). File fields are None for ``upgrade``; counts (rows the import created) are None for
+    ``upgrade`` and ``baseline``. Times are ISO 8601 UTC."""
+
+    kind: str
+    path: str | None
+    size_bytes: int | None
+    sha256: str | None
+    mtime: str | None
+    mtime_ns: int | None
+    entities: int | None
+    observations: int | None
+    relations: int | None
+    recorded_at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field (``mtime_ns`` left out: ``mtime`` says it)."""
+        return {"kind": self.kind, "path": self.path, "size_bytes": self.size_bytes, "sha256": self.sha256,
+                "mtime": self.mtime, "entities": self.entities, "observations": self.observations,
+                "relations": self.relations, "recorded_at": self.recorded_at}
+
+    def describe(self) -> str:
+        """One line for people (``graph-memory stats``)."""
+        if self.kind == "upgrade":
+            return (f"{self.recorded_at} upgrade: the database predates import records (created by "
+                    f"graph-memory before schema 4); whether it imported a legacy file then is unknown")
+        file = f"{self.path} ({plural(self.size_bytes or 0, 'byte')}, modified {self.mtime}, sha256 {self.sha256})"
+        if self.kind == "baseline":
+            return (f"{self.recorded_at} baseline: {file} as found at the first start after the upgrade; "
+                    f"not imported by this version, kept to notice later changes")
+        how = "imported on the first start" if self.kind == "first_start" else "imported by the import command"
+        return (f"{self.recorded_at} {how}: {file}: {plural(self.entities or 0, 'entity', 'entities')}, "
+                f"{plural(self.observations or 0, 'observation')}, {plural(self.relations or 0, 'relation')} "
+                f"created")
+
+
+
+RECORD_COLUMNS = ("kind, path, size_bytes, sha256, mtime, mtime_ns, entities, observations, relations, "
+                   "recorded_at")
+
+
+def insert_record(conn: Connection, kind: str, *, path: str, size_bytes: int, sha256: str, mtime: str,
+                  mtime_ns: int, counts: tuple[int | None, int | None, int | None]) -> None:
+    """Add one record of kind ``kind`` for the file described (``counts``: entities,
+    observations and relations the import created, or Nones for a ``baseline``)."""
+    conn.execute("INSERT INTO legacy_imports (kind, path, size_bytes, sha256, mtime, mtime_ns, entities, "
+                 "observations, relations) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 (kind, path, size_bytes, sha256, mtime, mtime_ns, *counts))
+
+
+def take_first_start(conn: Connection, action: str) -> bool:
+    """Clear the first-start duty ``action`` ('import' or 'baseline') inside the caller's write
+    transaction; True when it was still owed (so this transaction is the one doing it)."""
+    return conn.execute("UPDATE legacy_first_start SET action = NULL WHERE id = 1 AND action = ? RETURNING 1",
+                        (action,)).fetchall() != []
+
+
+def _has_table(conn: Connection, name: str) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", (name,)).fetchall() != []
+
+
+def import_records(conn: Connection) -> list[ImportRecord]:
+    """Every import record, oldest first; empty for a database before migration 0004."""
+    if not _has_table(conn, "legacy_imports"):
+        return []
+    return [ImportRecord(*row) for row in conn.execute(f"SELECT {RECORD_COLUMNS} FROM legacy_imports ORDER BY id")]
+
+
+def first_start_action(conn: Connection) -> str | None:
+    """What the next start still owes: 'import', 'baseline' or None (see migration 0004)."""
+    if not _has_table(conn, "legacy_first_start"):
+        return None
+    rows = conn.execute("SELECT action FROM legacy_first_start WHERE id = 1").fetchall()
+    return str(rows[0][0]) if rows and rows[0][0] is not None else None
+
+
+def latest_record(conn: Connection, path: str) -> ImportRecord | None:
+    """The newest record of the file recorded as ``path``, or None."""
+    row = conn.execute(f"SELECT {RECORD_COLUMNS} FROM legacy_imports WHERE path = ? ORDER BY id DESC LIMIT 1",
+                       (path,)).fetchone()
+    return ImportRecord(*row) if row is not None else None
