@@ -103,7 +103,7 @@ class Settings(BaseSettings):
         from graph_memory.errors import SettingsError
 
         try:
-            return cls(**overrides)  # type: ignore[arg-type]  # pydantic validates every value
+            return cls.model_validate(overrides)  # pydantic validates every value
         except ValidationError as exc:
             problems = "; ".join(f"MEMORY_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}"
                                  for e in exc.errors())
