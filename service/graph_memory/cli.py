@@ -24,7 +24,6 @@ from graph_memory.wording import plural
 
 if TYPE_CHECKING:
     from graph_memory.db.backup import GraphCounts
-    from graph_memory.db.store import Store
     from graph_memory.importer import ImportReport
     from graph_memory.mcp.server import ServerHandle
     from graph_memory.settings import Settings
@@ -123,29 +122,6 @@ class _Bar:
         self.bar.close()
 
 
-def _existing_database(settings: Settings) -> Path:
-    """The database path, refused when no file is there (read-only commands never create one)."""
-    from graph_memory.db.paths import check_database_path
-
-    check_database_path(settings.database_path, must_exist=True)
-    return settings.database_path
-
-
-def _open_readonly(settings: Settings) -> Store:
-    """The existing database opened read-only (stats, export, healthcheck): works when this user
-    can only read it, creates and changes nothing (:meth:`Store.open_readonly`)."""
-    from graph_memory.db.store import Store
-
-    return Store.open_readonly(_existing_database(settings), busy_timeout_ms=settings.busy_timeout_ms)
-
-
-def _open_current(settings: Settings) -> Store:
-    """Open an existing database without migrating it (export, dry runs): :meth:`Store.open_current`."""
-    from graph_memory.db.store import Store
-
-    return Store.open_current(_existing_database(settings), busy_timeout_ms=settings.busy_timeout_ms)
-
-
 # glibc's mallopt parameter for the size from which every allocation gets its own mmap.
 _M_MMAP_THRESHOLD = -3
 
@@ -176,10 +152,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return_large_buffers_to_the_os()
     settings = _settings(args)
     from graph_memory.db.store import Store
-    from graph_memory.discover import log_hint_if_reference_files
-    from graph_memory.importer import first_start_action, first_start_import
     from graph_memory.logs import get_logger
     from graph_memory.mcp.typed import load_typed_tools
+    from graph_memory.service import first_start
 
     log = get_logger("graph_memory.cli")
     typed_tools = load_typed_tools(settings.schemas_dir)   # an invalid schema stops here, before the database
@@ -198,13 +173,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log.info("server_stopped", database=str(store.path))
 
     try:
-        try:  # only for the hint below: a damaged database still starts and answers with tool errors
-            new_database = store.run_read(first_start_action) == "import"
-        except GraphError:
-            new_database = False
-        first_start_import(store, settings.legacy_candidates)  # a bad file stops the start here
-        if new_database:  # only the start that created it: a database emptied on purpose stays quiet
-            log_hint_if_reference_files(store, log)
+        first_start(store, settings, log)  # a bad legacy file stops the start here
         from graph_memory.db.backend import SqliteBackend
         from graph_memory.mcp.server import build_server
         from graph_memory.service import Limits, MemoryService
@@ -298,7 +267,9 @@ def _http_ready_problem(settings: Settings) -> str | None:
 def cmd_healthcheck(args: argparse.Namespace) -> int:
     """Exit 0 when the database opens and has every migration applied, else 1 with the reason."""
     settings = _settings(args)
-    store = _open_readonly(settings)
+    from graph_memory.service import open_readonly
+
+    store = open_readonly(settings)
     try:
         state = store.schema_status()
     finally:
@@ -324,28 +295,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     if args.discover or args.file is None:
         return cmd_discover(args)
     settings = _settings(args)
-    from graph_memory.db.store import Store
-    from graph_memory.importer import load_graph, plan_graph, read_legacy_file
+    from graph_memory.service import import_file
 
-    # Read the whole file first, once (it may be a pipe): a refused file never opens (or creates)
-    # the database, and the import record describes exactly the bytes imported.
-    state, legacy = read_legacy_file(args.file, skip_invalid=args.skip_invalid, database=settings.database_path)
-    path = settings.database_path
-    if args.dry_run:
-        store = _open_current(settings) if path.is_file() else None
-        try:  # no database (or no tables yet): everything would be new
-            compare = store if store is not None and store.has_graph_tables() else None
-            report = plan_graph(compare, legacy, source=args.file, database=str(path))
-        finally:
-            if store is not None:
-                store.close()
-    else:
-        store = Store.open(path, busy_timeout_ms=settings.busy_timeout_ms)
-        try:
-            with _Bar(len(legacy.entities) + len(legacy.relations), "importing", "item") as bar:
-                report = load_graph(store, legacy, source=args.file, progress=bar, record=state)
-        finally:
-            store.close()
+    report = import_file(settings, args.file, skip_invalid=args.skip_invalid, dry_run=args.dry_run,
+                         progress=lambda total: _Bar(total, "importing", "item"))
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
     else:
@@ -403,28 +356,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     with --with-weights, relation weights other than 1.0 too (a ``"weight"`` key that
     ``graph-memory import`` reads back)."""
     settings = _settings(args)
-    from graph_memory.db import graph
-    from graph_memory.importer import export_file
-    from graph_memory.legacy import write_legacy
-    from graph_memory.models import GraphSlice
+    from graph_memory.service import export_graph
 
-    store = _open_current(settings)
-    try:
-        snapshot = store.run_read(graph.read_graph) if store.has_graph_tables() else GraphSlice([], [])
-    finally:
-        store.close()
-    if args.output in (None, "-"):
-        _write_stdout(lambda out: write_legacy(snapshot.entities, snapshot.relations, out,
-                                               with_weights=args.with_weights))
-        where = "stdout"
-    else:
-        output = Path(args.output).expanduser().absolute()
-        if output.exists() and output.samefile(store.path):
-            raise GraphError(f"{output} is the database itself; choose another output file")
-        export_file(output, snapshot.entities, snapshot.relations, with_weights=args.with_weights)
-        where = str(output)
-    weighted = sum(1 for r in snapshot.relations if r.weight != 1.0)
-    print(f"exported {plural(len(snapshot.entities), 'entity')} and {plural(len(snapshot.relations), 'relation')} "
+    to_stdout = args.output in (None, "-")
+    output = _write_stdout if to_stdout else Path(args.output).expanduser().absolute()
+    result = export_graph(settings, output, with_weights=args.with_weights)
+    where = "stdout" if to_stdout else str(output)
+    weighted = result.weighted
+    print(f"exported {plural(result.entities, 'entity')} and {plural(result.relations, 'relation')} "
           f"to {where}" + (f" with {plural(weighted, 'relation weight')}" if args.with_weights and weighted else ""),
           file=sys.stderr)
     if weighted and not args.with_weights:
@@ -457,12 +396,10 @@ def _write_stdout(write: Callable[[Any], int]) -> None:
 def cmd_backup(args: argparse.Namespace) -> int:
     """Copy the database with SQLite's online backup API, verified, while a server may run."""
     settings = _settings(args)
-    from graph_memory.db.backup import backup_database
+    from graph_memory.service import backup
 
-    source = _existing_database(settings)
     with _Bar(None, "backing up", "page") as bar:
-        result = backup_database(source, args.dest, force=args.force, busy_timeout_ms=settings.busy_timeout_ms,
-                                 progress=bar.pages)
+        result = backup(settings, args.dest, force=args.force, progress=bar.pages)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
     else:
@@ -477,34 +414,15 @@ def cmd_backup(args: argparse.Namespace) -> int:
 def cmd_stats(args: argparse.Namespace) -> int:
     """Counts, size and schema version of the database."""
     settings = _settings(args)
-    from graph_memory.db.backup import database_files, graph_counts
-    from graph_memory.importer import first_start_action, import_records
+    from graph_memory.service import stats
 
-    store = _open_readonly(settings)
-    path = store.path
-    try:
-        state = store.schema_status()
-        counts = store.run_read(graph_counts)
-        records = store.run_read(import_records)
-        owed = store.run_read(first_start_action)
-    finally:
-        store.close()
-    files = database_files(path)
-    data: dict[str, Any] = {
-        "database": str(path),
-        "size_bytes": sum(files.values()),
-        "files": files,
-        "schema_version": state.version,
-        "pending_migrations": [m.name for m in state.pending],
-        **counts.to_dict(),
-        "legacy_imports": [r.to_dict() for r in records],
-        "legacy_first_start_pending": owed,
-    }
+    result = stats(settings)
+    data = result.to_dict()
     if args.json:
         print(json.dumps(data, indent=2, ensure_ascii=False))
     else:
-        _print_stats(data, counts)
-        _print_import_records(records, owed)
+        _print_stats(data, result.counts)
+        _print_import_records(result.records, result.owes)
     return EXIT_OK
 
 

@@ -14,11 +14,15 @@ a limit (nothing is written), ``EntityNotFound``/``Conflict``/``InvalidQuery`` f
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from graph_memory.db import graph
 from graph_memory.db.backend import Backend, Graph
+from graph_memory.db.backup import BackupResult, GraphCounts, backup_database, database_files, graph_counts
 from graph_memory.db.graph import (
     AddedObservations,
     DeleteEntitiesResult,
@@ -27,9 +31,26 @@ from graph_memory.db.graph import (
     ObservationUpdate,
     WeightChange,
 )
-from graph_memory.errors import Conflict, EntityNotFound, InvalidInput
+from graph_memory.db.paths import check_database_path
+from graph_memory.db.records import ImportRecord, first_start_action, import_records
+from graph_memory.db.store import Store
+from graph_memory.discover import log_hint_if_reference_files
+from graph_memory.errors import Conflict, EntityNotFound, GraphError, InvalidInput
+from graph_memory.importer import (
+    ImportReport,
+    Progress,
+    export_file,
+    first_start_import,
+    load_graph,
+    plan_graph,
+    read_legacy_file,
+)
+from graph_memory.legacy import write_legacy
 from graph_memory.models import Entity, GraphSlice, Mode, Relation
 from graph_memory.settings import Settings
+
+if TYPE_CHECKING:
+    from structlog.stdlib import BoundLogger
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,3 +332,172 @@ def _require_type(g: Graph, type_name: str, name: str, tool: str) -> None:
     if found != type_name:
         raise InvalidInput(f"Entity with name {name} has entityType {found!r}, not {type_name!r}; {tool} "
                            f"only changes {type_name} entities")
+
+
+# -- the data commands (import, export, backup, stats, the first start) -------------------------
+#
+# Each opens the SQLite database in the mode its command needs and closes it again: read-only
+# (stats: works for a user who can only read the file), current without migrating (export, dry
+# runs: refuses pending migrations), migrating (import, serve). The CLI parses arguments, calls
+# one of them and prints the domain result.
+
+
+def existing_database(settings: Settings) -> Path:
+    """The database path, refused (StoreError saying what to set) when no file is there: the
+    read-only commands never create one."""
+    check_database_path(settings.database_path, must_exist=True)
+    return settings.database_path
+
+
+def open_readonly(settings: Settings) -> Store:
+    """The existing database opened read-only (:meth:`Store.open_readonly`): works when this user
+    can only read it, creates and changes nothing."""
+    return Store.open_readonly(existing_database(settings), busy_timeout_ms=settings.busy_timeout_ms)
+
+
+def open_current(settings: Settings) -> Store:
+    """The existing database opened without migrating it (:meth:`Store.open_current`: raises
+    PendingMigrationsError with the ``migrate`` command when migrations are pending)."""
+    return Store.open_current(existing_database(settings), busy_timeout_ms=settings.busy_timeout_ms)
+
+
+def import_file(settings: Settings, file: str, *, skip_invalid: bool = False, dry_run: bool = False,
+                progress: Callable[[int], AbstractContextManager[Progress]] | None = None) -> ImportReport:
+    """``graph-memory import FILE``: merge the legacy ``file`` into the database (one transaction,
+    recorded in ``legacy_imports``), or with ``dry_run`` only report what that would do.
+
+    The file is read and parsed first, once (it may be a pipe): a refused file never opens (or
+    creates) the database. A dry run opens an existing database without migrating it (none: every
+    item would be new); an import opens it migrating (creating a new one). ``progress(total)``
+    (``total``: the file's entities and relations) gives the importer's progress for the import.
+
+    Raises:
+        LegacyFormatError: the file cannot be read or has a bad line (nothing was imported).
+        PendingMigrationsError: a dry run on a database with pending migrations.
+        StoreError: the database cannot be opened or written (nothing was).
+    """
+    state, legacy = read_legacy_file(file, skip_invalid=skip_invalid, database=settings.database_path)
+    path = settings.database_path
+    if dry_run:
+        store = open_current(settings) if path.is_file() else None
+        try:  # no database (or no tables yet): everything would be new
+            compare = store if store is not None and store.has_graph_tables() else None
+            return plan_graph(compare, legacy, source=file, database=str(path))
+        finally:
+            if store is not None:
+                store.close()
+    store = Store.open(path, busy_timeout_ms=settings.busy_timeout_ms)
+    try:
+        with progress(len(legacy.entities) + len(legacy.relations)) if progress else nullcontext() as bar:
+            return load_graph(store, legacy, source=file, progress=bar, record=state)
+    finally:
+        store.close()
+
+
+@dataclass(frozen=True, slots=True)
+class ExportResult:
+    """What ``graph-memory export`` wrote: ``entities`` and ``relations`` (counts), ``weighted``
+    (relations whose weight is not 1.0, whether written or not)."""
+
+    entities: int
+    relations: int
+    weighted: int
+
+
+def export_graph(settings: Settings, output: Path | Callable[[Callable[[Any], int]], None], *,
+                 with_weights: bool = False) -> ExportResult:
+    """``graph-memory export``: write the graph as reference-server JSONL (with ``with_weights``,
+    relation weights other than 1.0 as a last ``"weight"`` key) to the file ``output`` (replaced
+    atomically) or through ``output(write)``, which runs ``write(stream)`` on the stream to write.
+
+    The database is opened without migrating, read in one transaction and closed before writing.
+
+    Raises:
+        PendingMigrationsError: migrations are pending. StoreError: no database, or it cannot be read.
+        GraphError: ``output`` is the database file itself.
+    """
+    store = open_current(settings)
+    try:
+        snapshot = store.run_read(graph.read_graph) if store.has_graph_tables() else GraphSlice([], [])
+    finally:
+        store.close()
+    if isinstance(output, Path):
+        if output.exists() and output.samefile(store.path):
+            raise GraphError(f"{output} is the database itself; choose another output file")
+        export_file(output, snapshot.entities, snapshot.relations, with_weights=with_weights)
+    else:
+        output(lambda out: write_legacy(snapshot.entities, snapshot.relations, out, with_weights=with_weights))
+    return ExportResult(len(snapshot.entities), len(snapshot.relations),
+                        sum(1 for r in snapshot.relations if r.weight != 1.0))
+
+
+def backup(settings: Settings, dest: str, *, force: bool = False,
+           progress: Callable[[int, int], None] | None = None) -> BackupResult:
+    """``graph-memory backup DEST``: :func:`~graph_memory.db.backup.backup_database` of the existing
+    database (``progress(done, total)`` in pages). Raises: StoreError/GraphError (nothing left at DEST)."""
+    return backup_database(existing_database(settings), dest, force=force,
+                           busy_timeout_ms=settings.busy_timeout_ms, progress=progress)
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """``graph-memory stats``: the database ``path``, its ``files`` (name → bytes: the database, WAL,
+    shared memory), schema ``version`` and ``pending`` migration names, the graph ``counts``, the
+    import ``records`` (oldest first) and what the next start still ``owes`` ('import', 'baseline'
+    or None)."""
+
+    path: Path
+    files: dict[str, int]
+    version: int
+    pending: list[str]
+    counts: GraphCounts
+    records: list[ImportRecord]
+    owes: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``stats --json`` object."""
+        return {
+            "database": str(self.path),
+            "size_bytes": sum(self.files.values()),
+            "files": self.files,
+            "schema_version": self.version,
+            "pending_migrations": self.pending,
+            **self.counts.to_dict(),
+            "legacy_imports": [r.to_dict() for r in self.records],
+            "legacy_first_start_pending": self.owes,
+        }
+
+
+def stats(settings: Settings) -> Stats:
+    """``graph-memory stats`` of the existing database, opened read-only (also with migrations
+    pending). Raises: StoreError (no database, or it cannot be read)."""
+    store = open_readonly(settings)
+    try:
+        state = store.schema_status()
+        counts = store.run_read(graph_counts)
+        records = store.run_read(import_records)
+        owes = store.run_read(first_start_action)
+    finally:
+        store.close()
+    return Stats(store.path, database_files(store.path), state.version, [m.name for m in state.pending],
+                 counts, records, owes)
+
+
+def first_start(store: Store, settings: Settings, log: BoundLogger) -> ImportReport | None:
+    """At ``serve``, on the migrated ``store``: settle the legacy file
+    (:func:`~graph_memory.importer.first_start_import`: import it when the database owes its first
+    import), then, on the start that created the database, log the ``reference_memory_found`` hint
+    on ``log`` when it is still empty. Returns the first-start import's report, else None.
+
+    Raises:
+        LegacyFormatError: the legacy file to import has a bad line (the database stays empty).
+        StoreError: the database cannot be read, or written for an owed import.
+    """
+    try:  # only for the hint: a damaged database still starts and answers with tool errors
+        new_database = store.run_read(first_start_action) == "import"
+    except GraphError:
+        new_database = False
+    report = first_start_import(store, settings.legacy_candidates)  # a bad file stops the start here
+    if new_database:  # only the start that created it: a database emptied on purpose stays quiet
+        log_hint_if_reference_files(store, log)
+    return report
