@@ -6,16 +6,38 @@ promises to any edge.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from graph_memory.db.backend import SqliteBackend
 from graph_memory.db.graph import ObservationUpdate
 from graph_memory.db.store import Store
-from graph_memory.errors import Conflict, EntityNotFound, InvalidInput, InvalidQuery
+from graph_memory.errors import (
+    Conflict,
+    EntityNotFound,
+    GraphError,
+    InvalidInput,
+    InvalidQuery,
+    LegacyFormatError,
+    PendingMigrationsError,
+    StoreError,
+)
+from graph_memory.logs import get_logger
 from graph_memory.models import Entity, Relation
-from graph_memory.service import Limits, MemoryService, TypedValue
+from graph_memory.service import (
+    Limits,
+    MemoryService,
+    TypedValue,
+    backup,
+    export_graph,
+    first_start,
+    import_file,
+    stats,
+)
+from graph_memory.settings import Settings
 
 
 @pytest.fixture
@@ -138,3 +160,134 @@ def test_a_second_service_on_the_same_file_sees_committed_writes(service: Memory
         assert [e.name for e in MemoryService(SqliteBackend(other)).search_nodes("tea").entities] == ["Ada"]
     finally:
         other.close()
+
+
+# -- the data commands' facade -------------------------------------------------------------------
+
+_LEGACY = ('{"type":"entity","name":"Ada","entityType":"person","observations":["likes tea"]}\n'
+           '{"type":"entity","name":"Bob","entityType":"person","observations":[]}\n'
+           '{"type":"relation","from":"Ada","to":"Bob","relationType":"knows","weight":0.5}\n')
+
+
+def _legacy(tmp_path: Path, text: str = _LEGACY) -> str:
+    path = tmp_path / "memory.jsonl"
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def _unmigrate_last(db_path: Path) -> None:
+    import apsw
+
+    conn = apsw.Connection(str(db_path))
+    try:
+        conn.execute("DELETE FROM schema_migrations WHERE id = (SELECT max(id) FROM schema_migrations)")
+    finally:
+        conn.close()
+
+
+def test_import_file_dry_run_writes_nothing_and_creates_no_database(db_path: Path, tmp_path: Path) -> None:
+    report = import_file(Settings(file_path=db_path), _legacy(tmp_path), dry_run=True)
+    assert (report.dry_run, report.entities_created, report.relations_created) == (True, 2, 1)
+    assert not db_path.exists()
+
+
+def test_import_file_merges_records_and_reports_progress_totals(db_path: Path, tmp_path: Path) -> None:
+    settings = Settings(file_path=db_path)
+    totals: list[int] = []
+
+    class Bar:
+        def __init__(self, total: int) -> None:
+            totals.append(total)
+
+        def __enter__(self) -> Bar:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def advance(self, items: int) -> None:
+            pass
+
+        def phase(self, name: str) -> None:
+            pass
+
+    report = import_file(settings, _legacy(tmp_path), progress=Bar)
+    assert (report.dry_run, report.entities_created, report.observations_added) == (False, 2, 1)
+    assert totals == [3]
+    again = import_file(settings, _legacy(tmp_path), dry_run=True)
+    assert (again.entities_merged, again.entities_created, again.relations_skipped) == (2, 0, 1)
+    result = stats(settings)
+    assert (result.counts.entities, result.counts.relations) == (2, 1)
+    assert [r.kind for r in result.records] == ["import"] and result.owes is None
+
+
+def test_import_file_refuses_a_bad_line_before_opening_the_database(db_path: Path, tmp_path: Path) -> None:
+    with pytest.raises(LegacyFormatError, match=r"line 2: .*Nothing was imported.*--skip-invalid"):
+        import_file(Settings(file_path=db_path), _legacy(tmp_path, _LEGACY.replace('{"type":"entity","name":"Bob"',
+                                                                                   'oops', 1)))
+    assert not db_path.exists()
+
+
+def test_a_dry_run_and_export_refuse_pending_migrations_that_stats_reports(db_path: Path, tmp_path: Path) -> None:
+    settings = Settings(file_path=db_path)
+    import_file(settings, _legacy(tmp_path))
+    _unmigrate_last(db_path)
+    with pytest.raises(PendingMigrationsError, match="graph-memory migrate --database"):
+        import_file(settings, _legacy(tmp_path), dry_run=True)
+    with pytest.raises(PendingMigrationsError):
+        export_graph(settings, tmp_path / "out.jsonl")
+    assert len(stats(settings).pending) == 1
+    assert stats(settings).to_dict()["pending_migrations"] == stats(settings).pending
+
+
+def test_the_read_only_commands_refuse_a_missing_database_and_create_none(db_path: Path, tmp_path: Path) -> None:
+    settings = Settings(file_path=db_path)
+    for command in (lambda: stats(settings), lambda: export_graph(settings, tmp_path / "out.jsonl"),
+                    lambda: backup(settings, str(tmp_path / "copy.db"))):
+        with pytest.raises(StoreError, match="no database at"):
+            command()
+    assert not db_path.exists() and not (tmp_path / "out.jsonl").exists() and not (tmp_path / "copy.db").exists()
+
+
+def test_export_graph_writes_the_file_or_the_stream_and_counts_weights(db_path: Path, tmp_path: Path) -> None:
+    settings = Settings(file_path=db_path)
+    import_file(settings, _legacy(tmp_path))
+    out = tmp_path / "out.jsonl"
+    result = export_graph(settings, out, with_weights=True)
+    assert (result.entities, result.relations, result.weighted) == (2, 1, 1)
+    assert out.read_text(encoding="utf-8").count("\n") == 3 and '"weight":0.5' in out.read_text(encoding="utf-8")
+    import io
+
+    stream = io.StringIO()
+
+    def to_stream(write: Callable[[Any], int]) -> None:
+        write(stream)
+
+    export_graph(settings, to_stream)
+    assert stream.getvalue().count("\n") == 3 and "weight" not in stream.getvalue()
+    with pytest.raises(GraphError, match="is the database itself"):
+        export_graph(settings, db_path)
+
+
+def test_backup_copies_and_verifies_the_graph(db_path: Path, tmp_path: Path) -> None:
+    settings = Settings(file_path=db_path)
+    import_file(settings, _legacy(tmp_path))
+    pages: list[tuple[int, int]] = []
+    result = backup(settings, str(tmp_path / "copy.db"), progress=lambda done, total: pages.append((done, total)))
+    assert result.path == tmp_path / "copy.db" and pages and pages[-1][0] == pages[-1][1]
+    assert (result.counts.entities, result.counts.relations) == (2, 1)
+    assert stats(Settings(file_path=tmp_path / "copy.db")).counts.observations == 1
+
+
+def test_first_start_imports_the_legacy_file_once(tmp_path: Path) -> None:
+    legacy = _legacy(tmp_path)
+    settings = Settings(file_path=Path(legacy))
+    log = get_logger("test")
+    for expected in (2, None):
+        store = Store.open(settings.database_path)
+        try:
+            report = first_start(store, settings, log)
+        finally:
+            store.close()
+        assert (report.entities_created if report else None) == expected
+    assert stats(settings).counts.entities == 2
