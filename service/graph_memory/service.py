@@ -7,6 +7,10 @@ checks the input against the :class:`Limits`, runs the operation in one transact
 and returns domain values (:mod:`graph_memory.models`, the result classes of
 :mod:`graph_memory.db.graph`). The wire text (JSON, ``success``/``message``) is built at the edge.
 
+The CLI's data commands call one function each (:func:`import_file`, :func:`export_graph`,
+:func:`backup`, :func:`stats`; :func:`first_start` for ``serve``): each opens the SQLite database
+in the mode its command needs and closes it, and returns a domain result the CLI prints.
+
 Errors are :class:`~graph_memory.errors.GraphError` subclasses: ``InvalidInput`` for input over
 a limit (nothing is written), ``EntityNotFound``/``Conflict``/``InvalidQuery`` from the graph,
 ``StoreError`` when the database cannot answer.
