@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -70,3 +71,11 @@ def upstream_oracle(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, An
             key = (item["from"], item["to"], item["relationType"])
             relations.setdefault(key, {"from": key[0], "to": key[1], "relationType": key[2]})
     return list(entities.values()), list(relations.values())
+
+
+async def subscribe_legacy(client: Any, uri: str = "memory://knowledge-graph") -> None:
+    """``resources/subscribe`` from a handshake-era client (deprecated in the newest protocol,
+    hence the silenced warning)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        await client.subscribe_resource(uri)

@@ -4,7 +4,6 @@ the server looks at SQLite's ``PRAGMA data_version`` while anyone is subscribed.
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from graph_memory.mcp.server import ServerHandle
 from graph_memory.models import Entity
 from test_stdio import EXE, handshake, run_session, server_env
 
-from helpers import call
+from helpers import call, subscribe_legacy
 
 pytestmark = pytest.mark.anyio
 URI = "memory://knowledge-graph"
@@ -57,9 +56,7 @@ def write_elsewhere(db: Path, name: str) -> None:
 async def test_legacy_subscriber_hears_of_another_connections_commit(server: Any, db_path: Path) -> None:
     inbox = Inbox()
     async with Client(server, mode="legacy", message_handler=inbox) as watcher:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            await watcher.subscribe_resource(URI)
+        await subscribe_legacy(watcher, URI)
         write_elsewhere(db_path, "Alice")
         await inbox.wait_for(1)
         write_elsewhere(db_path, "Bob")  # every later commit too, not only the first
@@ -72,9 +69,7 @@ async def test_another_connections_search_index_upkeep_is_not_a_change(server: A
     observation or relation (graph_version, migration 0005, stays): no notification for it."""
     inbox = Inbox()
     async with Client(server, mode="legacy", message_handler=inbox) as watcher:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            await watcher.subscribe_resource(URI)
+        await subscribe_legacy(watcher, URI)
         other = Store.open(db_path)
         try:
             other.run_write(lambda conn: graph.create_entities(conn, [Entity("Alice", "person", ["o"])]))
@@ -101,9 +96,7 @@ async def test_a_real_second_process_writing_reaches_the_subscriber(server: Any,
     file) creates an entity; this server's subscriber is told within about a second."""
     inbox = Inbox()
     async with Client(server, mode="legacy", message_handler=inbox) as watcher:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            await watcher.subscribe_resource(URI)
+        await subscribe_legacy(watcher, URI)
         requests = handshake(("create_entities", {"entities": [
             {"name": "Carol", "entityType": "person", "observations": ["from process two"]}]}))
         messages, stderr, code = await anyio.to_thread.run_sync(
@@ -120,9 +113,7 @@ async def test_a_stdio_server_process_notifies_its_subscriber_of_another_process
     inbox = Inbox()
     params = StdioServerParameters(command=str(EXE), args=[], env=server_env(tmp_path, db))
     async with Client(params, mode="legacy", message_handler=inbox) as watcher:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            await watcher.subscribe_resource(URI)
+        await subscribe_legacy(watcher, URI)
         legacy = tmp_path / "other.jsonl"
         legacy.write_text(json.dumps({"type": "entity", "name": "Dana", "entityType": "person",
                                       "observations": []}) + "\n")
@@ -138,9 +129,7 @@ async def test_own_writes_are_notified_once_not_again_by_the_polling(server: Any
     inbox = Inbox()
     async with Client(server, mode="legacy", message_handler=inbox) as watcher, \
             Client(server, mode="legacy") as writer:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            await watcher.subscribe_resource(URI)
+        await subscribe_legacy(watcher, URI)
         await call(writer, "create_entities", {"entities": [{"name": "A", "entityType": "t", "observations": ["o"]}]})
         await inbox.wait_for(1)
         # Past two looks and the idle catch-up of the search index (0.5 s after the write).
@@ -172,9 +161,7 @@ async def test_http_subscribers_of_both_generations_hear_of_another_connections_
     inbox = Inbox()
     with running(db_path) as srv:
         async with mcp_client(srv.mcp, mode="legacy", message_handler=inbox) as legacy, mcp_client(srv.mcp) as modern:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                await legacy.subscribe_resource(URI)
+            await subscribe_legacy(legacy, URI)
             with anyio.fail_after(10):  # the handshake-era session's GET stream is open
                 while srv.front.streams < 1:
                     await anyio.sleep(0.02)

@@ -3,7 +3,6 @@ nothing, and a commit between the two reads of a look is not lost (found by a re
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,8 @@ from graph_memory.mcp.server import ServerHandle
 from graph_memory.models import Entity
 from test_external_changes import URI, Inbox, write_elsewhere
 
+from helpers import subscribe_legacy
+
 pytestmark = pytest.mark.anyio
 
 
@@ -28,9 +29,7 @@ async def test_another_process_call_that_changes_nothing_is_not_notified(server:
     write_elsewhere(db_path, "Existing")
     inbox = Inbox()
     async with Client(server, mode="legacy", message_handler=inbox) as watcher:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            await watcher.subscribe_resource(URI)
+        await subscribe_legacy(watcher, URI)
         other = Store.open(db_path)
         try:
             created = other.run_write(lambda conn: graph.create_entities(
@@ -63,9 +62,7 @@ async def test_a_foreign_commit_between_the_two_reads_of_a_look_is_notified(serv
 
     inbox = Inbox()
     async with Client(server, mode="legacy", message_handler=inbox) as watcher:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            await watcher.subscribe_resource(URI)
+        await subscribe_legacy(watcher, URI)
         store_module.graph_version = graph_version_with_a_commit_just_before  # type: ignore[assignment]
         try:
             await anyio.sleep(2.0)

@@ -6,7 +6,6 @@ session would stay for good (memory, and time on every later notification)."""
 from __future__ import annotations
 
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +19,15 @@ from test_external_changes import URI, Inbox
 from test_http import mcp_client, running
 from test_http_limits import answer, open_session, session_headers
 
+from helpers import subscribe_legacy
+
 pytestmark = pytest.mark.anyio
 
 SUBSCRIBE = {"jsonrpc": "2.0", "id": 5, "method": "resources/subscribe", "params": {"uri": URI}}
 
 
 async def subscribe(client: Client) -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # resources/subscribe is deprecated in the newest protocol
-        await client.subscribe_resource(URI)
+    await subscribe_legacy(client, URI)
 
 
 async def test_closed_http_sessions_are_not_kept_as_subscribers(db_path: Path) -> None:
