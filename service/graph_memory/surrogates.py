@@ -18,7 +18,7 @@ A valid pair (``\\ud83d\\ude00``) is one character and stays the emoji. Where it
 
 * :func:`repair_json_text` / :func:`repair_json_bytes` rewrite the escapes in a JSON-RPC message
   before the SDK parses it (stdio: only a line the SDK refused, see ``graph_memory.mcp.stdio``;
-  HTTP: :class:`RepairLoneSurrogates`); each repaired message logs one warning
+  HTTP: ``graph_memory.mcp.http.RequestLimits``, which holds each body anyway); each repaired message logs one warning
   ``lone_surrogates_replaced`` with the count and where (transport, JSON-RPC method, request id,
   tool name, field paths), never the text;
 * :func:`replace_in_value` fixes decoded values (the legacy reader, which counts them in
@@ -33,8 +33,6 @@ from __future__ import annotations
 import json
 import re
 from typing import Any, Final
-
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from graph_memory.logs import get_logger
 
@@ -166,48 +164,3 @@ def log_replaced(transport: str, original: str | bytes, replaced: int) -> None:
 def _printable(value: Any) -> Any:
     """A log value without lone surrogates (a method or id holding one cannot be written as UTF-8)."""
     return replace_in_value(value)[0]
-
-
-class RepairLoneSurrogates:
-    """ASGI layer: the body of a ``POST`` to ``path`` gets :func:`repair_json_bytes` before the
-    app parses it, and one log line per repaired body.
-
-    The body is read ahead only up to ``max_body`` bytes (the app's own cap, which answers 413
-    past it): a larger body is passed on untouched, chunk by chunk, so this layer never holds more
-    than the app would. Bodies without a surrogate escape pass unchanged (one ``in`` test and one
-    regex scan). The rewritten body has the same length, so ``Content-Length`` stays true.
-    """
-
-    def __init__(self, app: ASGIApp, path: str, max_body: int) -> None:
-        self.app = app
-        self._path = path
-        self._max_body = max_body
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("method") != "POST" or scope.get("path") != self._path:
-            await self.app(scope, receive, send)
-            return
-        queued: list[Message] = []
-        size = 0
-        while True:
-            message = await receive()
-            queued.append(message)
-            if message["type"] != "http.request":
-                break  # the client went away: hand the app what came, as it came
-            size += len(message.get("body", b""))
-            if size > self._max_body:
-                break  # too large to inspect: the app refuses it
-            if not message.get("more_body", False):
-                body = b"".join(m.get("body", b"") for m in queued)
-                fixed, replaced = repair_json_bytes(body)
-                if replaced:
-                    log_replaced("http", body, replaced)
-                    queued = [{"type": "http.request", "body": fixed, "more_body": False}]
-                break
-
-        async def replay() -> Message:
-            if queued:
-                return queued.pop(0)
-            return await receive()
-
-        await self.app(scope, replay, send)

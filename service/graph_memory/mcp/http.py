@@ -13,9 +13,8 @@ either way) with two routes of ours added, wrapped in small pure-ASGI layers (no
                                                                        every migration is applied, else
                                                                        503 + reason
 
-A layer between RequestLimits and Starlette, ``RepairLoneSurrogates``
-(:mod:`graph_memory.surrogates`), rewrites each lone surrogate escape in a
-``/mcp`` body (half an emoji) as ``\\ufffd`` before the SDK parses it, as the stdio transport does.
+RequestLimits also rewrites each lone surrogate escape in a ``/mcp`` body (half an emoji) as
+``\\ufffd`` before the SDK parses it (:mod:`graph_memory.surrogates`), as the stdio transport does.
 
 * DNS-rebinding protection is always on, also when bound to ``0.0.0.0``: the SDK checks ``Host``
   and ``Origin`` of ``/mcp`` requests against ``MEMORY_ALLOWED_HOSTS`` / ``MEMORY_ALLOWED_ORIGINS``
@@ -68,7 +67,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from graph_memory.db import migrations
 from graph_memory.errors import GraphError, MigrationError
 from graph_memory.logs import get_logger
-from graph_memory.surrogates import RepairLoneSurrogates
+from graph_memory.surrogates import log_replaced, repair_json_bytes
 from graph_memory.wording import plural
 
 if TYPE_CHECKING:
@@ -284,6 +283,9 @@ class RequestLimits:
       bare 503; that answer is replaced by HTTP 503 and error -32000 naming the limit,
       :data:`SESSIONS_SETTING` and the idle time after which sessions close by themselves.
 
+    * **Lone surrogates**: a body within the limit has each lone surrogate escape (half an emoji a
+      client cut) rewritten as ``\\ufffd`` (:func:`~graph_memory.surrogates.repair_json_bytes`,
+      one log line), as stdio does; the body keeps its length, so ``Content-Length`` stays true.
     * **Unusable id**: a body whose message has an ``id`` that is not a string or integer gets
       HTTP 400 and error -32600 with id null (:func:`unusable_id_type`), as the transport spec
       says for a message the server cannot accept; the SDK would read it as a notification and
@@ -341,14 +343,18 @@ class RequestLimits:
             await _jsonrpc_error(send, 413, JSONRPC_INVALID_REQUEST, self._too_large, request_id_of(body),
                                  {"limitBytes": self.max_body_bytes, "setting": BODY_LIMIT_SETTING})
             return
-        id_type = unusable_id_type(body, request_id_of(body))
+        original = bytes(body)
+        data, replaced = repair_json_bytes(original)
+        if replaced:
+            log_replaced("http", original, replaced)
+        id_type = unusable_id_type(data, request_id_of(data))
         if id_type is not None:
             log.warning("invalid_message", code=JSONRPC_INVALID_REQUEST, faults=[f"unusable_id_{id_type}"])
             await _jsonrpc_error(send, 400, JSONRPC_INVALID_REQUEST, UNUSABLE_ID_MESSAGE, None, {"idType": id_type})
             return
         replay: list[Message] = []
         if seen_body:
-            replay.append({"type": "http.request", "body": bytes(body), "more_body": more_body})
+            replay.append({"type": "http.request", "body": data, "more_body": more_body})
         if trailing is not None:
             replay.append(trailing)
 
@@ -356,7 +362,7 @@ class RequestLimits:
             return replay.pop(0) if replay else await receive()
 
         if _SESSION_ID_HEADER not in headers:  # a request that may open a session
-            send = self._explain_session_refusal(send, bytes(body))
+            send = self._explain_session_refusal(send, data)
         await self.app(scope, replayed, send)
 
     def _explain_session_refusal(self, send: Send, body: bytes) -> Send:
@@ -502,8 +508,6 @@ def build_app(server: Server[Any], store: Store, settings: Settings) -> AccessLo
         custom_starlette_routes=_probe_routes(store),
         debug=False,  # 500s carry no traceback
     )
-    # The surrogate repair reads a body ahead, so it sits inside the body cap.
-    app = RepairLoneSurrogates(app, MCP_PATH, settings.http_max_body_bytes)
     app = RequestLimits(app, max_body_bytes=settings.http_max_body_bytes, max_sessions=settings.http_max_sessions,
                         session_idle_seconds=settings.http_session_idle_seconds)
     token = _token(settings)
