@@ -490,15 +490,15 @@ def warn_if_legacy_file_changed(store: Store, legacy_path: Path) -> str | None:
         return None
     if latest is not None and (latest.size_bytes, latest.mtime_ns) == (stat.st_size, stat.st_mtime_ns):
         return _warn_if_baseline_never_merged(store, latest, path)
-    state = FileState.of(path)
     command = graph_memory_command("import", path, database=store.path)
-    if latest is None:
-        log.warning("legacy_file_not_imported", path=path, database=str(store.path), size_bytes=state.size_bytes,
-                    mtime=state.mtime,
+    if latest is None:  # nothing to compare with: the stat says all the warning needs (no hashing)
+        log.warning("legacy_file_not_imported", path=path, database=str(store.path), size_bytes=stat.st_size,
+                    mtime=_iso(stat.st_mtime_ns),
                     message=f"the legacy file {path} was never imported into {store.path} and is not merged "
                             f"automatically; to merge it run: {command}",
                     merge_command=command)
         return "legacy_file_not_imported"
+    state = FileState.of(path)
     if latest.sha256 == state.sha256:
         return _warn_if_baseline_never_merged(store, latest, path)  # touched, same bytes
     newer = latest.mtime_ns is not None and state.mtime_ns > latest.mtime_ns

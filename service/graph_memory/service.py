@@ -478,9 +478,9 @@ def stats(settings: Settings) -> Stats:
     store = open_readonly(settings)
     try:
         state = store.schema_status()
-        counts = store.run_read(graph_counts)
-        records = store.run_read(import_records)
-        owes = store.run_read(first_start_action)
+        # One read transaction: the counts and the records describe the same moment.
+        counts, records, owes = store.run_read(lambda conn: (graph_counts(conn), import_records(conn),
+                                                             first_start_action(conn)))
     finally:
         store.close()
     return Stats(store.path, database_files(store.path), state.version, [m.name for m in state.pending],
