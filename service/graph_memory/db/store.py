@@ -178,10 +178,7 @@ class Store:
         store = cls(path, conn)
         store.snapshot_dir = snapshot
         try:
-            store.busy_timeout_ms = busy_timeout_ms
-            conn.set_busy_timeout(busy_timeout_ms)
-            conn.create_scalar_function("python_lower", python_lower, 1, deterministic=True)
-            refuse_foreign(conn, path)
+            store._attach(busy_timeout_ms)
             if check_history:
                 migrations.status(conn, str(path))
         except BaseException as exc:
@@ -201,14 +198,18 @@ class Store:
         else:
             migrations.status(self.conn, str(self.path))
 
-    def _configure(self, busy_timeout_ms: int) -> None:
-        conn = self.conn
+    def _attach(self, busy_timeout_ms: int) -> None:
+        """What every connection needs (read-write or read-only): the busy timeout, the search's
+        ``python_lower`` function, and a first touch of the file — one that is not SQLite fails
+        here, before anything is written; so does another program's database."""
         self.busy_timeout_ms = busy_timeout_ms
-        conn.set_busy_timeout(busy_timeout_ms)
-        conn.create_scalar_function("python_lower", python_lower, 1, deterministic=True)
-        # Touch the file: a file that is not SQLite fails here, before anything is written; so
-        # does another program's database (switching to WAL would already change it).
-        refuse_foreign(conn, self.path)
+        self.conn.set_busy_timeout(busy_timeout_ms)
+        self.conn.create_scalar_function("python_lower", python_lower, 1, deterministic=True)
+        refuse_foreign(self.conn, self.path)
+
+    def _configure(self, busy_timeout_ms: int) -> None:
+        self._attach(busy_timeout_ms)  # before WAL: switching to it would already change the file
+        conn = self.conn
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
         if mode is None or str(mode[0]).lower() != "wal":
             log.warning("wal_unavailable", path=str(self.path), journal_mode=mode and mode[0])
