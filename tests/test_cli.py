@@ -24,6 +24,7 @@ import pytest
 from graph_memory import cli
 from graph_memory.db import backup, graph, migrations
 from graph_memory.db import store as store_module
+from graph_memory.db.backend import SqliteBackend
 from graph_memory.db.backup import backup_database, destination
 from graph_memory.db.store import Store
 from graph_memory.errors import GraphError, StoreError
@@ -56,7 +57,7 @@ def seed(path: Path) -> None:
     store.run_write(lambda c: graph.create_relations(c, [
         Relation("Alice", "Bob", "knows"), Relation("Bob", "Alice", "knows"), Relation("Alice", "Lyon", "lives_in")]))
     # a relation to a missing entity, as legacy files hold them (only an import writes one)
-    load_graph(store, LegacyGraph([], [Relation("Alice", "Ghost", "fears")]), source="test")
+    load_graph(SqliteBackend(store), LegacyGraph([], [Relation("Alice", "Ghost", "fears")]), source="test")
     store.close()
 
 

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from graph_memory import cli, importer
 from graph_memory.db import graph
+from graph_memory.db.backend import SqliteBackend
 from graph_memory.db.store import Store
 from graph_memory.importer import load_graph
 from graph_memory.legacy import LegacyGraph
@@ -80,7 +81,7 @@ def db_graph(path: Path) -> Graph:
 def fill(path: Path, entities: list[Entity], relations: list[Relation]) -> None:
     store = Store.open(path)
     try:
-        load_graph(store, LegacyGraph(entities, relations), source="test")
+        load_graph(SqliteBackend(store), LegacyGraph(entities, relations), source="test")
     finally:
         store.close()
 
@@ -240,7 +241,7 @@ def test_first_start_reads_the_weights_of_a_full_export(tmp_path: Path) -> None:
     assert cli.main(["--database", str(first), "export", "--with-weights", "-o", str(out)]) == 0
     store = Store.open(second)
     try:
-        report = importer.first_start_import(store, [out])
+        report = importer.first_start_import(SqliteBackend(store), [out])
     finally:
         store.close()
     assert report is not None and report.relations_created == 4 and report.file["unknown_keys"] == 0

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from graph_memory.db import graph
+from graph_memory.db.backend import SqliteBackend
 from graph_memory.db.store import Store
 from graph_memory.errors import LegacyFormatError
 from graph_memory.importer import first_start_import
@@ -42,7 +43,7 @@ def start(monkeypatch: pytest.MonkeyPatch, file_path: Path) -> tuple[Settings, S
     settings = Settings()
     store = Store.open(settings.database_path)
     try:
-        report = first_start_import(store, settings.legacy_candidates)
+        report = first_start_import(SqliteBackend(store), settings.legacy_candidates)
     except BaseException:
         store.close()
         raise

@@ -167,9 +167,9 @@ def test_readyz_503_with_reason_when_migrations_pending(db_path: Path) -> None:
 
 def test_readiness_reports_an_unusable_database(db_path: Path) -> None:
     store = Store.open(db_path)
-    assert readiness(store)[0] is True
+    assert readiness(SqliteBackend(store))[0] is True
     store.close()
-    assert readiness(store) == (False, "database unavailable", None)
+    assert readiness(SqliteBackend(store)) == (False, "database unavailable", None)
 
 
 def test_probes_need_no_token_and_pass_any_host(db_path: Path) -> None:

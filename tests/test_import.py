@@ -15,6 +15,7 @@ import pytest
 
 from graph_memory import cli
 from graph_memory.db import graph
+from graph_memory.db.backend import SqliteBackend
 from graph_memory.db.store import Store
 from graph_memory.errors import LegacyFormatError, StoreError
 from graph_memory.importer import FileState, ImportReport, load_graph, plan_graph
@@ -36,7 +37,7 @@ def import_file(store: Store, path: Any, *, skip_invalid: bool = False) -> Impor
     """What ``graph-memory import PATH`` does: the file's state, read it, merge it (recorded)."""
     state, data = FileState.read(path)
     legacy = parse_legacy(data, skip_invalid=skip_invalid, path=str(path))
-    return load_graph(store, legacy, source=str(path), record=state)
+    return load_graph(SqliteBackend(store), legacy, source=str(path), record=state)
 
 
 def line(obj: dict[str, Any]) -> str:
@@ -153,7 +154,7 @@ def test_small_merge_into_a_large_database_keeps_the_index_in_step_row_by_row(st
     store.run_write(lambda c: graph.create_entities(c, [Entity(f"E{i}", "t", [f"fact {i}"]) for i in range(60)]))
     assert store.catch_up_search_index() == 60
     legacy = LegacyGraph([Entity("E1", "t", ["NEW Fact"]), Entity("Fresh", "T", ["Ünïcode"])], [])
-    report = load_graph(store, legacy, source="test")
+    report = load_graph(SqliteBackend(store), legacy, source="test")
     assert report.entities_created == 1 and report.entities_merged == 1 and report.observations_added == 2
     search_documents_are_consistent(store)
     assert store.catch_up_search_index() == 2
@@ -172,10 +173,10 @@ def test_dry_run_counts_exactly_like_the_import_and_writes_nothing(store: Store,
     before = snapshot(store)
     store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     files_before = file_state(store.path)
-    plan = plan_graph(store, legacy, source=str(path))
+    plan = plan_graph(SqliteBackend(store), legacy, source=str(path))
     assert plan.dry_run and counts(plan) == MERGE_COUNTS
     assert file_state(store.path) == files_before and snapshot(store) == before
-    assert counts(load_graph(store, legacy, source=str(path))) == counts(plan)
+    assert counts(load_graph(SqliteBackend(store), legacy, source=str(path))) == counts(plan)
 
 
 def test_dry_run_against_no_database_counts_everything_as_new() -> None:
@@ -192,7 +193,7 @@ def test_a_failure_half_way_rolls_the_whole_import_back(store: Store) -> None:
     legacy = LegacyGraph([Entity("New", "t", ["a"]), Entity("Alice", "person", ["more"])],
                          [Relation("New", "Alice", "r"), Relation("New", "Bob", "bad", weight=2.0)])
     with pytest.raises(StoreError):
-        load_graph(store, legacy, source="test")
+        load_graph(SqliteBackend(store), legacy, source="test")
     assert snapshot(store) == before
     search_documents_are_consistent(store)
 
@@ -208,7 +209,7 @@ def test_progress_reports_every_item_and_the_indexing_phase(store: Store) -> Non
             events.append(name)
 
     legacy = LegacyGraph([Entity(f"E{i}", "t", []) for i in range(2500)], [Relation("E0", "E1", "r")])
-    load_graph(store, legacy, source="test", progress=Recorder())
+    load_graph(SqliteBackend(store), legacy, source="test", progress=Recorder())
     assert events[0] == "importing" and events[-2:] == [501, "indexing"]
     assert sum(e for e in events if isinstance(e, int)) == 2501
 

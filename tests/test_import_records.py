@@ -22,10 +22,12 @@ import pytest
 
 from graph_memory import cli, importer
 from graph_memory.db import graph, migrations
+from graph_memory.db.backend import SqliteBackend
+from graph_memory.db.records import first_start_action, import_records
 from graph_memory.db.store import Store
 from graph_memory.errors import LegacyFormatError
 from graph_memory.hints import graph_memory_command
-from graph_memory.importer import first_start_action, first_start_import, import_records
+from graph_memory.importer import first_start_import
 from graph_memory.logs import configure_logging, get_logger
 from graph_memory.models import Entity, Relation
 from graph_memory.settings import Settings
@@ -53,7 +55,7 @@ def start(file_path: Path) -> tuple[Store, importer.ImportReport | None]:
     settings = Settings(file_path=file_path)
     store = Store.open(settings.database_path)
     try:
-        return store, first_start_import(store, settings.legacy_candidates)
+        return store, first_start_import(SqliteBackend(store), settings.legacy_candidates)
     except BaseException:
         store.close()
         raise
@@ -246,12 +248,12 @@ def test_of_two_starts_that_both_saw_the_duty_only_one_imports(tmp_path: Path,
     def parse_while_the_other_imports(data: Any, **kwargs: Any) -> Any:
         # ``slow`` has seen the import duty; ``fast`` does the whole import meanwhile.
         monkeypatch.setattr(importer, "parse_legacy", real_parse)
-        other.append(first_start_import(fast, [legacy]))
+        other.append(first_start_import(SqliteBackend(fast), [legacy]))
         return real_parse(data, **kwargs)
 
     monkeypatch.setattr(importer, "parse_legacy", parse_while_the_other_imports)
     try:
-        assert first_start_import(slow, [legacy]) is None
+        assert first_start_import(SqliteBackend(slow), [legacy]) is None
     finally:
         slow.close()
         fast.close()

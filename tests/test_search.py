@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from graph_memory.db import graph, search
+from graph_memory.db.backend import SqliteBackend
 from graph_memory.db.store import Store
 from graph_memory.errors import InvalidQuery
 from graph_memory.importer import load_graph
@@ -119,8 +120,8 @@ def replace_graph(store: Store, entities: list[Entity], bulk: bool) -> None:
         conn.execute("DELETE FROM entities")
     store.run_write(clear)
     if bulk:
-        load_graph(store, LegacyGraph([Entity(e.name, e.entity_type, list(e.observations)) for e in entities], []),
-                   source="test")
+        legacy = LegacyGraph([Entity(e.name, e.entity_type, list(e.observations)) for e in entities], [])
+        load_graph(SqliteBackend(store), legacy, source="test")
     else:
         store.run_write(lambda conn: graph.create_entities(conn, entities))
 
@@ -241,7 +242,7 @@ def test_query_over_2048_characters_is_refused(store: Store) -> None:
 def sample(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Store, LegacyGraph]]:
     legacy = read_legacy(sample_path())
     store = Store.open(Path(tmp_path_factory.mktemp("sample")) / "memory.db")
-    load_graph(store, legacy, source="sample")
+    load_graph(SqliteBackend(store), legacy, source="sample")
     yield store, legacy
     store.close()
 

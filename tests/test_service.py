@@ -286,7 +286,7 @@ def test_first_start_imports_the_legacy_file_once(tmp_path: Path) -> None:
     for expected in (2, None):
         store = Store.open(settings.database_path)
         try:
-            report = first_start(store, settings, log)
+            report = first_start(SqliteBackend(store), settings, log)
         finally:
             store.close()
         assert (report.entities_created if report else None) == expected

@@ -12,6 +12,7 @@ import pytest
 
 from graph_memory import cli, importer
 from graph_memory.db import backup, graph
+from graph_memory.db.backend import SqliteBackend
 from graph_memory.db.store import Store
 from graph_memory.errors import LegacyFormatError
 from graph_memory.hints import graph_memory_command
@@ -110,12 +111,12 @@ def test_merge_through_another_spelling_of_the_same_file_ends_the_warning(tmp_pa
     settings = Settings(file_path=tmp_path / "link" / "memory.jsonl")
     store = Store.open(settings.database_path)
     try:
-        importer.first_start_import(store, settings.legacy_candidates)
+        importer.first_start_import(SqliteBackend(store), settings.legacy_candidates)
         with (real / "memory.jsonl").open("ab") as handle:
             handle.write(b'{"type":"entity","name":"Carol","entityType":"person","observations":[]}\n')
         # the same file, by its real path
         assert cli.main(["import", str(real / "memory.jsonl"), "--database", str(settings.database_path)]) == 0
-        assert importer.warn_if_legacy_file_changed(store, settings.legacy_candidates[0]) is None
+        assert importer.warn_if_legacy_file_changed(SqliteBackend(store), settings.legacy_candidates[0]) is None
     finally:
         store.close()
 

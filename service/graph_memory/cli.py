@@ -151,40 +151,37 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Open the database (migrating it, importing a legacy file on first start), then serve MCP."""
     return_large_buffers_to_the_os()
     settings = _settings(args)
-    from graph_memory.db.store import Store
     from graph_memory.logs import get_logger
     from graph_memory.mcp.typed import load_typed_tools
-    from graph_memory.service import first_start
+    from graph_memory.service import first_start, open_backend
 
     log = get_logger("graph_memory.cli")
     typed_tools = load_typed_tools(settings.schemas_dir)   # an invalid schema stops here, before the database
     # Logged before anything can fail, so that every server_stopped follows its server_starting.
     log.info("server_starting", transport=settings.transport, database=str(settings.database_path))
     try:
-        store = Store.open(settings.database_path, busy_timeout_ms=settings.busy_timeout_ms)
+        backend = open_backend(settings, "migrate")
     except GraphError as exc:  # for log collectors; main prints the message for people
         log.error("server_start_failed", database=str(settings.database_path), error=str(exc)[:500])
         raise
 
     def stop() -> None:
         # Leave the file with its search index up to date (a later search would catch up anyway).
-        store.catch_up_when_idle()
-        store.close()
-        log.info("server_stopped", database=str(store.path))
+        backend.catch_up_when_idle()
+        backend.close()
+        log.info("server_stopped", database=str(backend.path))
 
     try:
-        first_start(store, settings, log)  # a bad legacy file stops the start here
-        from graph_memory.db.backend import SqliteBackend
+        first_start(backend, settings, log)  # a bad legacy file stops the start here
         from graph_memory.mcp.server import build_server
         from graph_memory.service import Limits, MemoryService
 
-        server = build_server(MemoryService(SqliteBackend(store), Limits.from_settings(settings)),
-                              extra_tools=typed_tools)
-        log.info("server_ready", transport=settings.transport, database=str(store.path))
+        server = build_server(MemoryService(backend, Limits.from_settings(settings)), extra_tools=typed_tools)
+        log.info("server_ready", transport=settings.transport, backend=backend.kind, database=str(backend.path))
         if settings.transport == "http":
             from graph_memory.mcp.http import serve_http
 
-            serve_http(server, store, settings)
+            serve_http(server, backend, settings)
         else:
             import anyio
 
@@ -267,23 +264,20 @@ def _http_ready_problem(settings: Settings) -> str | None:
 def cmd_healthcheck(args: argparse.Namespace) -> int:
     """Exit 0 when the database opens and has every migration applied, else 1 with the reason."""
     settings = _settings(args)
-    from graph_memory.service import open_readonly
+    from graph_memory.service import opened
 
-    store = open_readonly(settings)
-    try:
-        state = store.schema_status()
-    finally:
-        store.close()
+    with opened(settings, "readonly") as backend:
+        state = backend.schema_status()
     if state.pending:
-        print(f"unhealthy: {plural(len(state.pending), 'migration')} pending on {store.path}; run: "
-              f"{graph_memory_command('migrate', database=store.path)}", file=sys.stderr)
+        print(f"unhealthy: {plural(len(state.pending), 'migration')} pending on {backend.path}; run: "
+              f"{graph_memory_command('migrate', database=backend.path)}", file=sys.stderr)
         return EXIT_ERROR
     if settings.transport == "http":
         problem = _http_ready_problem(settings)
         if problem:
             print(f"unhealthy: {problem}", file=sys.stderr)
             return EXIT_ERROR
-    print(f"ok: {store.path} at schema version {state.version}")
+    print(f"ok: {backend.path} at schema version {state.version}")
     return EXIT_OK
 
 
@@ -469,18 +463,17 @@ def _human_size(size: float) -> str:
 def cmd_migrate(args: argparse.Namespace) -> int:
     """Apply pending migrations, or with --check only report them (exit status 3 when pending)."""
     settings = _settings(args)
-    from graph_memory.db import migrations
-    from graph_memory.db.store import Store
+    from graph_memory.service import known_migrations, opened
 
     path = settings.database_path
     if args.check and not path.is_file():
-        known = migrations.load_migrations()
+        known = known_migrations(settings)
         print(f"{path} does not exist yet; {plural(len(known), 'migration')} pending: "
               f"{', '.join(m.name for m in known)}")
         return EXIT_PENDING
-    store = Store.open(path, busy_timeout_ms=settings.busy_timeout_ms, migrate=False)
-    try:
-        state = store.schema_status()  # refuses an edited or newer database
+    # --check only reads: it works for a user who may read the database but not write it.
+    with opened(settings, "readonly" if args.check else "unmigrated") as backend:
+        state = backend.schema_status()  # refuses an edited or newer database
         if args.check:
             if state.pending:
                 print(f"{path} is at schema version {state.version}; {plural(len(state.pending), 'migration')} "
@@ -488,10 +481,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
                 return EXIT_PENDING
             print(f"{path} is up to date at schema version {state.version}")
             return EXIT_OK
-        applied = store.migrate()
-        final = store.schema_status()
-    finally:
-        store.close()
+        applied = backend.migrate()
+        final = backend.schema_status()
     for migration in applied:
         print(f"applied {migration.name}")
     print(f"{path} is up to date at schema version {final.version}")

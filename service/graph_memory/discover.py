@@ -48,7 +48,7 @@ from graph_memory.wording import plural
 if TYPE_CHECKING:
     from structlog.stdlib import BoundLogger
 
-    from graph_memory.db.store import Store
+    from graph_memory.db.backend import Backend
 
 PACKAGE = "@modelcontextprotocol/server-memory"
 _PACKAGE_DIST = f"node_modules/{PACKAGE}/dist"
@@ -259,16 +259,14 @@ def render(files: list[ReferenceFile], database: Path, places: list[Place], *, a
 
 
 
-def log_hint_if_reference_files(store: Store, log: BoundLogger) -> None:
+def log_hint_if_reference_files(backend: Backend, log: BoundLogger) -> None:
     """At start, on a database holding no entity and no relation: one ``info`` line
     (``reference_memory_found``) naming the newest reference memory file and the discover command.
 
     Never fails the start: a problem while looking is logged at ``debug`` and passed over.
     """
-    from graph_memory.db.graph import is_empty
-
     try:
-        if not store.run_read(is_empty):
+        if not backend.run_read(lambda g: g.is_empty()):
             return
         files = find_reference_files(reference_places())
     except Exception as exc:  # a hint must never stop the server
@@ -280,4 +278,4 @@ def log_hint_if_reference_files(store: Store, log: BoundLogger) -> None:
                  relations=newest.relations, other_files=len(files) - 1,
                  hint=f"this database is empty; the reference server's memory is in that file. "
                       f"List every such file with the command importing it: "
-                      f"{graph_memory_command('import', '--discover', database=store.path)}")
+                      f"{graph_memory_command('import', '--discover', database=backend.path)}")

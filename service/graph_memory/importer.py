@@ -1,4 +1,4 @@
-"""Moving a graph between the store and the reference server's file: import, dry run, export.
+"""Moving a graph between the database and the reference server's file: import, dry run, export.
 
 An import is one write transaction, all or nothing: the legacy graph is merged into whatever the
 database holds (new entities are created in file order, an existing entity keeps its type and gains
@@ -26,19 +26,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
-from graph_memory.db import graph, records
+from graph_memory.db.backend import Backend, Graph
 from graph_memory.db.paths import fsync_directory
-from graph_memory.db.records import ImportRecord, first_start_action, import_records
-from graph_memory.db.store import Connection, Store
+from graph_memory.db.records import ImportRecord
 from graph_memory.errors import GraphError, LegacyFormatError
 from graph_memory.hints import graph_memory_command
 from graph_memory.legacy import LegacyGraph, parse_legacy, write_legacy
 from graph_memory.logs import get_logger
 from graph_memory.models import Entity, Relation
 
-__all__ = ["FileState", "ImportRecord", "ImportReport", "Progress", "export_file", "first_start_action",
-           "first_start_import", "import_records", "load_graph", "plan_graph", "read_legacy_file", "record_path",
-           "warn_if_legacy_file_changed"]
+__all__ = ["FileState", "ImportRecord", "ImportReport", "Progress", "export_file", "first_start_import",
+           "load_graph", "plan_graph", "read_legacy_file", "record_path", "warn_if_legacy_file_changed"]
 
 log = get_logger("graph_memory.importer")
 
@@ -121,7 +119,7 @@ class _AlreadyImported(Exception):
     """Raised inside the first-start transaction when another process did the import first."""
 
 
-def _merge(conn: Connection, legacy: LegacyGraph, report: ImportReport, *, write: bool,
+def _merge(g: Graph, legacy: LegacyGraph, report: ImportReport, *, write: bool,
            progress: Progress | None) -> None:
     """Decide, entity by entity and relation by relation, what the file adds; write it when
     ``write``. The decisions only read rows that exist before the call (the reader already merged
@@ -130,20 +128,20 @@ def _merge(conn: Connection, legacy: LegacyGraph, report: ImportReport, *, write
 
     def flush() -> None:
         if pending:
-            graph.insert_observations(conn, pending)
+            g.insert_observations(pending)
             pending.clear()
 
     done = 0
     for entity in legacy.entities:
         found = None
         if write:  # one statement for a new entity; a conflict means it exists
-            created_id = graph.insert_entity(conn, entity.name, entity.entity_type)
+            created_id = g.insert_entity(entity.name, entity.entity_type)
             if created_id is None:
-                found = graph.find_entity(conn, entity.name)
+                found = g.find_entity(entity.name)
             else:
                 pending.extend((created_id, o) for o in entity.observations)
         else:
-            found = graph.find_entity(conn, entity.name)
+            found = g.find_entity(entity.name)
         if found is None:
             report.entities_created += 1
             report.observations_added += len(entity.observations)
@@ -152,7 +150,7 @@ def _merge(conn: Connection, legacy: LegacyGraph, report: ImportReport, *, write
             report.entities_merged += 1
             report.type_conflicts += entity_type != entity.entity_type
             if entity.observations:
-                have = graph.observation_contents(conn, entity_id)
+                have = g.observation_contents(entity_id)
                 new = [o for o in entity.observations if o not in have]
                 report.observations_added += len(new)
                 if write:
@@ -164,7 +162,7 @@ def _merge(conn: Connection, legacy: LegacyGraph, report: ImportReport, *, write
             progress.advance(_PROGRESS_EVERY)
     flush()
     for relation in legacy.relations:
-        created = graph.insert_relation(conn, relation) if write else not graph.relation_exists(conn, relation)
+        created = g.insert_relation(relation) if write else not g.relation_exists(relation)
         if created:
             report.relations_created += 1
         else:
@@ -176,7 +174,7 @@ def _merge(conn: Connection, legacy: LegacyGraph, report: ImportReport, *, write
         progress.advance(done % _PROGRESS_EVERY)
 
 
-def _load(store: Store, legacy: LegacyGraph, *, source: str, progress: Progress | None,
+def _load(backend: Backend, legacy: LegacyGraph, *, source: str, progress: Progress | None,
           first_start: bool = False, record: FileState | None = None) -> ImportReport | None:
     """The import transaction. With ``first_start`` it runs only while the database still owes
     its first-start import (which it then clears), else returns None; with ``record`` it writes
@@ -185,31 +183,31 @@ def _load(store: Store, legacy: LegacyGraph, *, source: str, progress: Progress 
         if progress:
             progress.phase("indexing")
 
-    def run(conn: Connection) -> ImportReport:
+    def run(g: Graph) -> ImportReport:
         # A fresh report per attempt: run_write may retry the whole transaction when busy.
-        report = ImportReport.for_graph(legacy, source=source, database=str(store.path), dry_run=False)
+        report = ImportReport.for_graph(legacy, source=source, database=str(backend.path), dry_run=False)
         # The first-start duty is cleared by whichever import comes first (a manual one included):
         # after any import, a start never imports on its own.
-        if not records.take_first_start(conn, "import") and first_start:
+        if not g.take_first_start("import") and first_start:
             raise _AlreadyImported
         if progress:
             progress.phase("importing")
         # The graph keeps the search index in step the cheapest way for a merge of this size.
-        with graph.merging(conn, len(legacy.entities), on_rebuild=indexing):
-            _merge(conn, legacy, report, write=True, progress=progress)
+        with g.merging(len(legacy.entities), on_rebuild=indexing):
+            _merge(g, legacy, report, write=True, progress=progress)
         if record is not None:
-            _insert_record(conn, "first_start" if first_start else "import", record, report)
+            _insert_record(g, "first_start" if first_start else "import", record, report)
         return report
 
     try:
-        return store.run_write(run, large=True)
+        return backend.run_write(run, large=True)
     except _AlreadyImported:
         return None
 
 
-def load_graph(store: Store, legacy: LegacyGraph, *, source: str, progress: Progress | None = None,
+def load_graph(backend: Backend, legacy: LegacyGraph, *, source: str, progress: Progress | None = None,
                record: FileState | None = None) -> ImportReport:
-    """Merge ``legacy`` into ``store`` in one write transaction.
+    """Merge ``legacy`` into ``backend``'s graph in one write transaction.
 
     With ``record`` (the file's state, taken before it was read) the same transaction records the
     import in ``legacy_imports`` as kind ``import``. Any import also clears a first-start import
@@ -224,7 +222,7 @@ def load_graph(store: Store, legacy: LegacyGraph, *, source: str, progress: Prog
     Raises:
         StoreError: the database could not be written (nothing was).
     """
-    report = _load(store, legacy, source=source, progress=progress, record=record)
+    report = _load(backend, legacy, source=source, progress=progress, record=record)
     assert report is not None
     return report
 
@@ -248,26 +246,27 @@ def read_legacy_file(path: str, *, skip_invalid: bool, database: Path) -> tuple[
         raise exc.advised(f". Nothing was imported{hint}") from exc
 
 
-def plan_graph(store: Store | None, legacy: LegacyGraph, *, source: str, database: str | None = None) -> ImportReport:
+def plan_graph(backend: Backend | None, legacy: LegacyGraph, *, source: str,
+               database: str | None = None) -> ImportReport:
     """What :func:`load_graph` would do, computed with reads only (a dry run; nothing is written).
 
     Args:
-        store: the database to compare with, or ``None`` for one that does not exist yet (or has
+        backend: the database to compare with, or ``None`` for one that does not exist yet (or has
             no tables): everything in the file would be created.
-        database: the database path to name in the report when ``store`` is None.
+        database: the database path to name in the report when ``backend`` is None.
     """
     report = ImportReport.for_graph(legacy, source=source, dry_run=True,
-                                    database=str(store.path) if store else database)
-    if store is None:
+                                    database=str(backend.path) if backend else database)
+    if backend is None:
         report.entities_created = len(legacy.entities)
         report.observations_added = legacy.observation_count
         report.relations_created = len(legacy.relations)
         return report
 
-    def run(conn: Connection) -> None:
-        _merge(conn, legacy, report, write=False, progress=None)
+    def run(g: Graph) -> None:
+        _merge(g, legacy, report, write=False, progress=None)
 
-    store.run_read(run)
+    backend.run_read(run)
     return report
 
 
@@ -348,14 +347,14 @@ def _iso(ns: int) -> str:
     return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _insert_record(conn: Connection, kind: str, state: FileState, report: ImportReport | None) -> None:
+def _insert_record(g: Graph, kind: str, state: FileState, report: ImportReport | None) -> None:
     counts = ((report.entities_created, report.observations_added, report.relations_created)
               if report is not None else (None, None, None))
-    records.insert_record(conn, kind, path=state.path, size_bytes=state.size_bytes, sha256=state.sha256,
-                          mtime=state.mtime, mtime_ns=state.mtime_ns, counts=counts)
+    g.insert_record(kind, path=state.path, size_bytes=state.size_bytes, sha256=state.sha256,
+                    mtime=state.mtime, mtime_ns=state.mtime_ns, counts=counts)
 
 
-def first_start_import(store: Store, candidates: list[Path], *,
+def first_start_import(backend: Backend, candidates: list[Path], *,
                        progress: Progress | None = None) -> ImportReport | None:
     """At start, settle the legacy file (the first of ``candidates`` that exists) with the database.
 
@@ -390,44 +389,44 @@ def first_start_import(store: Store, candidates: list[Path], *,
     """
     legacy_path = next((p for p in candidates if p.is_file()), None)
     if legacy_path is None:
-        _settle_without_file(store)
+        _settle_without_file(backend)
         return None
-    action = store.run_read(first_start_action)
+    action = backend.run_read(lambda g: g.first_start_action())
     if action != "import":
-        _check_legacy_file(store, legacy_path, baseline=action == "baseline")
+        _check_legacy_file(backend, legacy_path, baseline=action == "baseline")
         return None
-    return _import_on_first_start(store, legacy_path, progress)
+    return _import_on_first_start(backend, legacy_path, progress)
 
 
-def _check_legacy_file(store: Store, legacy_path: Path, *, baseline: bool) -> None:
+def _check_legacy_file(backend: Backend, legacy_path: Path, *, baseline: bool) -> None:
     """A start that owes no import: record the file's state first when ``baseline`` is owed,
     then warn when the file differs from its latest record. Best effort: a failure (e.g. an
     unreadable file) is logged, the server starts all the same and an owed baseline stays owed."""
     try:
         if baseline:
-            _record_baseline(store, FileState.of(legacy_path))
-        warn_if_legacy_file_changed(store, legacy_path)
+            _record_baseline(backend, FileState.of(legacy_path))
+        warn_if_legacy_file_changed(backend, legacy_path)
     except GraphError as exc:  # a check only: the server serves all the same
-        log.warning("legacy_file_not_checked", path=str(legacy_path), database=str(store.path),
+        log.warning("legacy_file_not_checked", path=str(legacy_path), database=str(backend.path),
                     error=str(exc)[:500])
 
 
-def _import_on_first_start(store: Store, legacy_path: Path, progress: Progress | None) -> ImportReport | None:
+def _import_on_first_start(backend: Backend, legacy_path: Path, progress: Progress | None) -> ImportReport | None:
     """The owed first-start import of ``legacy_path`` (see :func:`first_start_import`); None when
     another process did it meanwhile."""
     try:
         state, data = FileState.read(legacy_path)
-        log.info("legacy_import_started", path=state.path, database=str(store.path), bytes=state.size_bytes)
+        log.info("legacy_import_started", path=state.path, database=str(backend.path), bytes=state.size_bytes)
         legacy = parse_legacy(data, path=str(legacy_path))
     except LegacyFormatError as exc:
-        command = graph_memory_command("import", "--skip-invalid", exc.path or "FILE", database=store.path)
+        command = graph_memory_command("import", "--skip-invalid", exc.path or "FILE", database=backend.path)
         what_to_do = (f"Fix that line, or import what can be read with: {command}" if exc.skippable else
                       "Fix or move that file (MEMORY_FILE_PATH names it, or it lies beside the database)")
-        raise exc.advised(f". The database {store.path} was left empty and the legacy file untouched. "
+        raise exc.advised(f". The database {backend.path} was left empty and the legacy file untouched. "
                           f"{what_to_do}") from exc
-    report = _load(store, legacy, source=str(legacy_path), progress=progress, first_start=True, record=state)
+    report = _load(backend, legacy, source=str(legacy_path), progress=progress, first_start=True, record=state)
     if report is None:
-        log.info("legacy_import_skipped", path=str(legacy_path), database=str(store.path),
+        log.info("legacy_import_skipped", path=str(legacy_path), database=str(backend.path),
                  reason="another process did the first-start import meanwhile")
         return None
     log.info("legacy_import", **report.log_fields())
@@ -440,41 +439,41 @@ def _import_on_first_start(store: Store, legacy_path: Path, progress: Progress |
     return report
 
 
-def _settle_without_file(store: Store) -> None:
+def _settle_without_file(backend: Backend) -> None:
     """No legacy file: clear an owed first start, so a file that appears later is never imported
     on its own. Best effort: a database that cannot be read or written here (damaged, locked)
     still starts and answers each tool call with the reason; the duty then waits for a later
     start."""
-    def run(conn: Connection) -> None:
-        records.take_first_start(conn, "import") or records.take_first_start(conn, "baseline")
+    def run(g: Graph) -> None:
+        g.take_first_start("import") or g.take_first_start("baseline")
 
     try:
-        if store.run_read(first_start_action) is not None:
-            store.run_write(run)
+        if backend.run_read(lambda g: g.first_start_action()) is not None:
+            backend.run_write(run)
     except GraphError as exc:
-        log.warning("legacy_first_start_not_settled", database=str(store.path), error=str(exc)[:500])
+        log.warning("legacy_first_start_not_settled", database=str(backend.path), error=str(exc)[:500])
 
 
-def _record_baseline(store: Store, state: FileState) -> None:
+def _record_baseline(backend: Backend, state: FileState) -> None:
     """The first start after the upgrade to 0004: record ``state`` unless the file has a record
     already (a ``graph-memory import`` of it ran since), clearing the duty."""
-    def run(conn: Connection) -> bool:
-        if not records.take_first_start(conn, "baseline"):
+    def run(g: Graph) -> bool:
+        if not g.take_first_start("baseline"):
             return False
-        if records.latest_record(conn, state.path) is not None:
+        if g.latest_record(state.path) is not None:
             return False
-        _insert_record(conn, "baseline", state, None)
+        _insert_record(g, "baseline", state, None)
         return True
 
-    if store.run_write(run):
-        log.info("legacy_file_baseline", path=state.path, database=str(store.path), size_bytes=state.size_bytes,
+    if backend.run_write(run):
+        log.info("legacy_file_baseline", path=state.path, database=str(backend.path), size_bytes=state.size_bytes,
                  sha256=state.sha256, mtime=state.mtime,
                  note="the database predates import records; the file was not imported, its state is "
                       "recorded so later changes are noticed",
-                 merge_command=graph_memory_command("import", state.path, database=store.path))
+                 merge_command=graph_memory_command("import", state.path, database=backend.path))
 
 
-def warn_if_legacy_file_changed(store: Store, legacy_path: Path) -> str | None:
+def warn_if_legacy_file_changed(backend: Backend, legacy_path: Path) -> str | None:
     """Compare ``legacy_path`` with its latest import record and log one warning when it differs
     (size and mtime first; the sha256 only when those differ, so an unchanged file costs a stat).
 
@@ -483,46 +482,46 @@ def warn_if_legacy_file_changed(store: Store, legacy_path: Path) -> str | None:
         None when the file is as recorded.
     """
     path = record_path(legacy_path)
-    latest = store.run_read(lambda conn: records.latest_record(conn, path))
+    latest = backend.run_read(lambda g: g.latest_record(path))
     try:
         stat = legacy_path.stat()
     except OSError:
         return None
     if latest is not None and (latest.size_bytes, latest.mtime_ns) == (stat.st_size, stat.st_mtime_ns):
-        return _warn_if_baseline_never_merged(store, latest, path)
-    command = graph_memory_command("import", path, database=store.path)
+        return _warn_if_baseline_never_merged(backend, latest, path)
+    command = graph_memory_command("import", path, database=backend.path)
     if latest is None:  # nothing to compare with: the stat says all the warning needs (no hashing)
-        log.warning("legacy_file_not_imported", path=path, database=str(store.path), size_bytes=stat.st_size,
+        log.warning("legacy_file_not_imported", path=path, database=str(backend.path), size_bytes=stat.st_size,
                     mtime=_iso(stat.st_mtime_ns),
-                    message=f"the legacy file {path} was never imported into {store.path} and is not merged "
+                    message=f"the legacy file {path} was never imported into {backend.path} and is not merged "
                             f"automatically; to merge it run: {command}",
                     merge_command=command)
         return "legacy_file_not_imported"
     state = FileState.of(path)
     if latest.sha256 == state.sha256:
-        return _warn_if_baseline_never_merged(store, latest, path)  # touched, same bytes
+        return _warn_if_baseline_never_merged(backend, latest, path)  # touched, same bytes
     newer = latest.mtime_ns is not None and state.mtime_ns > latest.mtime_ns
-    log.warning("legacy_file_changed", path=path, database=str(store.path), recorded_kind=latest.kind,
+    log.warning("legacy_file_changed", path=path, database=str(backend.path), recorded_kind=latest.kind,
                 recorded_at=latest.recorded_at, recorded_size_bytes=latest.size_bytes, recorded_mtime=latest.mtime,
                 size_bytes=state.size_bytes, mtime=state.mtime,
                 message=f"the legacy file {path} is {'newer than' if newer else 'different from'} what was "
-                        f"{'recorded' if latest.kind == 'baseline' else 'imported'} into {store.path} at "
+                        f"{'recorded' if latest.kind == 'baseline' else 'imported'} into {backend.path} at "
                         f"{latest.recorded_at}; it was not merged. To merge it (existing entities gain only "
                         f"what they lack) run: {command}",
                 merge_command=command)
     return "legacy_file_changed"
 
 
-def _warn_if_baseline_never_merged(store: Store, latest: ImportRecord, path: str) -> str | None:
+def _warn_if_baseline_never_merged(backend: Backend, latest: ImportRecord, path: str) -> str | None:
     """An upgraded database (its legacy file recorded as a ``baseline``, never imported by this
     version) that holds nothing while the file holds something: perhaps its old version never
     got to import the file (a bad line that was fixed since), perhaps everything was deleted on
     purpose; it cannot be told, so the file is not imported, but each start says so."""
-    if latest.kind != "baseline" or not latest.size_bytes or not store.run_read(graph.is_empty):
+    if latest.kind != "baseline" or not latest.size_bytes or not backend.run_read(lambda g: g.is_empty()):
         return None
-    command = graph_memory_command("import", path, database=store.path)
-    log.warning("legacy_file_not_imported", path=path, database=str(store.path), size_bytes=latest.size_bytes,
-                message=f"the database {store.path} is empty and the legacy file {path} was never imported into "
+    command = graph_memory_command("import", path, database=backend.path)
+    log.warning("legacy_file_not_imported", path=path, database=str(backend.path), size_bytes=latest.size_bytes,
+                message=f"the database {backend.path} is empty and the legacy file {path} was never imported into "
                         f"it by this version (the database was created by an older one, so its file is not "
                         f"imported automatically). To import it run: {command} (if you emptied the memory on "
                         f"purpose, move the file away and this message stops)",

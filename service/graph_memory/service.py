@@ -18,15 +18,17 @@ a limit (nothing is written), ``EntityNotFound``/``Conflict``/``InvalidQuery`` f
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graph_memory.db import graph
-from graph_memory.db.backend import Backend, Graph
-from graph_memory.db.backup import BackupResult, GraphCounts, backup_database, database_files, graph_counts
+from graph_memory.db import backend as backends
+from graph_memory.db.backend import Backend, Graph, OpenMode
+from graph_memory.db.backend import known_migrations as known_migrations  # for the CLI's migrate --check
+from graph_memory.db.backend import open_backend as open_backend  # for the CLI's serve
+from graph_memory.db.backup import BackupResult, GraphCounts
 from graph_memory.db.graph import (
     AddedObservations,
     DeleteEntitiesResult,
@@ -35,9 +37,7 @@ from graph_memory.db.graph import (
     ObservationUpdate,
     WeightChange,
 )
-from graph_memory.db.paths import check_database_path
-from graph_memory.db.records import ImportRecord, first_start_action, import_records
-from graph_memory.db.store import Store
+from graph_memory.db.records import ImportRecord
 from graph_memory.discover import log_hint_if_reference_files
 from graph_memory.errors import Conflict, EntityNotFound, GraphError, InvalidInput
 from graph_memory.importer import (
@@ -340,29 +340,21 @@ def _require_type(g: Graph, type_name: str, name: str, tool: str) -> None:
 
 # -- the data commands (import, export, backup, stats, the first start) -------------------------
 #
-# Each opens the SQLite database in the mode its command needs and closes it again: read-only
-# (stats: works for a user who can only read the file), current without migrating (export, dry
-# runs: refuses pending migrations), migrating (import, serve). The CLI parses arguments, calls
-# one of them and prints the domain result.
+# Each opens the database in the mode its command needs (:data:`~graph_memory.db.backend.OpenMode`)
+# and closes it again: read-only (stats: works for a user who can only read the file), current
+# without migrating (export, dry runs: refuses pending migrations), migrating (import, serve). The
+# CLI parses arguments, calls one of them and prints the domain result.
 
 
-def existing_database(settings: Settings) -> Path:
-    """The database path, refused (StoreError saying what to set) when no file is there: the
-    read-only commands never create one."""
-    check_database_path(settings.database_path, must_exist=True)
-    return settings.database_path
-
-
-def open_readonly(settings: Settings) -> Store:
-    """The existing database opened read-only (:meth:`Store.open_readonly`): works when this user
-    can only read it, creates and changes nothing."""
-    return Store.open_readonly(existing_database(settings), busy_timeout_ms=settings.busy_timeout_ms)
-
-
-def open_current(settings: Settings) -> Store:
-    """The existing database opened without migrating it (:meth:`Store.open_current`: raises
-    PendingMigrationsError with the ``migrate`` command when migrations are pending)."""
-    return Store.open_current(existing_database(settings), busy_timeout_ms=settings.busy_timeout_ms)
+@contextmanager
+def opened(settings: Settings, mode: OpenMode) -> Iterator[Backend]:
+    """The database ``settings`` name, opened as ``mode`` says and closed on leaving
+    (:func:`~graph_memory.db.backend.open_backend`; its errors)."""
+    backend = open_backend(settings, mode)
+    try:
+        yield backend
+    finally:
+        backend.close()
 
 
 def import_file(settings: Settings, file: str, *, skip_invalid: bool = False, dry_run: bool = False,
@@ -383,19 +375,13 @@ def import_file(settings: Settings, file: str, *, skip_invalid: bool = False, dr
     state, legacy = read_legacy_file(file, skip_invalid=skip_invalid, database=settings.database_path)
     path = settings.database_path
     if dry_run:
-        store = open_current(settings) if path.is_file() else None
-        try:  # no database (or no tables yet): everything would be new
-            compare = store if store is not None and store.has_graph_tables() else None
-            return plan_graph(compare, legacy, source=file, database=str(path))
-        finally:
-            if store is not None:
-                store.close()
-    store = Store.open(path, busy_timeout_ms=settings.busy_timeout_ms)
-    try:
-        with progress(len(legacy.entities) + len(legacy.relations)) if progress else nullcontext() as bar:
-            return load_graph(store, legacy, source=file, progress=bar, record=state)
-    finally:
-        store.close()
+        if not path.is_file():  # no database: everything would be new
+            return plan_graph(None, legacy, source=file, database=str(path))
+        with opened(settings, "current") as backend:  # no tables yet: everything would be new
+            return plan_graph(backend if backend.has_graph() else None, legacy, source=file, database=str(path))
+    with opened(settings, "migrate") as backend, \
+            progress(len(legacy.entities) + len(legacy.relations)) if progress else nullcontext() as bar:
+        return load_graph(backend, legacy, source=file, progress=bar, record=state)
 
 
 @dataclass(frozen=True, slots=True)
@@ -420,13 +406,10 @@ def export_graph(settings: Settings, output: Path | Callable[[Callable[[Any], in
         PendingMigrationsError: migrations are pending. StoreError: no database, or it cannot be read.
         GraphError: ``output`` is the database file itself.
     """
-    store = open_current(settings)
-    try:
-        snapshot = store.run_read(graph.read_graph) if store.has_graph_tables() else GraphSlice([], [])
-    finally:
-        store.close()
+    with opened(settings, "current") as backend:
+        snapshot = backend.run_read(_read_graph) if backend.has_graph() else GraphSlice([], [])
     if isinstance(output, Path):
-        if output.exists() and output.samefile(store.path):
+        if output.exists() and output.samefile(backend.path):
             raise GraphError(f"{output} is the database itself; choose another output file")
         export_file(output, snapshot.entities, snapshot.relations, with_weights=with_weights)
     else:
@@ -439,8 +422,7 @@ def backup(settings: Settings, dest: str, *, force: bool = False,
            progress: Callable[[int, int], None] | None = None) -> BackupResult:
     """``graph-memory backup DEST``: :func:`~graph_memory.db.backup.backup_database` of the existing
     database (``progress(done, total)`` in pages). Raises: StoreError/GraphError (nothing left at DEST)."""
-    return backup_database(existing_database(settings), dest, force=force,
-                           busy_timeout_ms=settings.busy_timeout_ms, progress=progress)
+    return backends.backup(settings, dest, force=force, progress=progress)
 
 
 @dataclass(frozen=True, slots=True)
@@ -475,20 +457,16 @@ class Stats:
 def stats(settings: Settings) -> Stats:
     """``graph-memory stats`` of the existing database, opened read-only (also with migrations
     pending). Raises: StoreError (no database, or it cannot be read)."""
-    store = open_readonly(settings)
-    try:
-        state = store.schema_status()
+    with opened(settings, "readonly") as backend:
+        state = backend.schema_status()
         # One read transaction: the counts and the records describe the same moment.
-        counts, records, owes = store.run_read(lambda conn: (graph_counts(conn), import_records(conn),
-                                                             first_start_action(conn)))
-    finally:
-        store.close()
-    return Stats(store.path, database_files(store.path), state.version, [m.name for m in state.pending],
-                 counts, records, owes)
+        counts, records, owes = backend.run_read(lambda g: (g.counts(), g.import_records(), g.first_start_action()))
+        files = backend.files()
+    return Stats(backend.path, files, state.version, [m.name for m in state.pending], counts, records, owes)
 
 
-def first_start(store: Store, settings: Settings, log: BoundLogger) -> ImportReport | None:
-    """At ``serve``, on the migrated ``store``: settle the legacy file
+def first_start(backend: Backend, settings: Settings, log: BoundLogger) -> ImportReport | None:
+    """At ``serve``, on the migrated ``backend``: settle the legacy file
     (:func:`~graph_memory.importer.first_start_import`: import it when the database owes its first
     import), then, on the start that created the database, log the ``reference_memory_found`` hint
     on ``log`` when it is still empty. Returns the first-start import's report, else None.
@@ -498,10 +476,10 @@ def first_start(store: Store, settings: Settings, log: BoundLogger) -> ImportRep
         StoreError: the database cannot be read, or written for an owed import.
     """
     try:  # only for the hint: a damaged database still starts and answers with tool errors
-        new_database = store.run_read(first_start_action) == "import"
+        new_database = backend.run_read(lambda g: g.first_start_action()) == "import"
     except GraphError:
         new_database = False
-    report = first_start_import(store, settings.legacy_candidates)  # a bad file stops the start here
+    report = first_start_import(backend, settings.legacy_candidates)  # a bad file stops the start here
     if new_database:  # only the start that created it: a database emptied on purpose stays quiet
-        log_hint_if_reference_files(store, log)
+        log_hint_if_reference_files(backend, log)
     return report

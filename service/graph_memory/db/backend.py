@@ -10,11 +10,13 @@ retries and error translation stay behind them, as SQLite's trigram FTS5, WAL an
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Literal, Protocol, TypeVar
 
-from graph_memory.db import graph, search
+from graph_memory.db import graph, index, records, search
+from graph_memory.db.backup import BackupResult, GraphCounts, backup_database, database_files, graph_counts
 from graph_memory.db.graph import (
     AddedObservations,
     DeleteEntitiesResult,
@@ -24,10 +26,21 @@ from graph_memory.db.graph import (
     PrefixEdit,
     WeightChange,
 )
+from graph_memory.db.migrations import Migration, MigrationStatus, load_migrations
+from graph_memory.db.paths import check_database_path
+from graph_memory.db.records import ImportRecord
 from graph_memory.db.store import Connection, Store
 from graph_memory.models import Entity, GraphSlice, Mode, Relation
+from graph_memory.settings import Settings
 
 T = TypeVar("T")
+
+OpenMode = Literal["migrate", "unmigrated", "current", "readonly"]
+"""How a command opens the database: ``migrate`` (serve, import: create it when missing and apply
+pending migrations), ``unmigrated`` (``migrate``: as ``migrate``, applying nothing yet),
+``current`` (export, dry runs: an existing database, read-only, refused
+with the ``migrate`` command when migrations are pending), ``readonly`` (stats, healthcheck: an
+existing database as it is, also with migrations pending; works for a user who can only read)."""
 
 
 class Graph(Protocol):
@@ -94,13 +107,107 @@ class Graph(Protocol):
         """The relations of type ``relation_type`` starting at ``source``."""
         ...
 
+    def is_empty(self) -> bool:
+        """True when the graph holds no entity and no relation."""
+        ...
+
+    def counts(self) -> GraphCounts:
+        """Row counts of the graph (``stats``); all zero before the first migration."""
+        ...
+
+    def import_records(self) -> list[ImportRecord]:
+        """Every legacy-import record, oldest first."""
+        ...
+
+    def latest_record(self, path: str) -> ImportRecord | None:
+        """The newest legacy-import record of the file recorded as ``path``."""
+        ...
+
+    def first_start_action(self) -> str | None:
+        """What the next start still owes: ``'import'``, ``'baseline'`` or None."""
+        ...
+
+    # -- the primitives of a legacy import (merge decisions are the importer's) --------------
+
+    def merging(self, entities: int, *, on_rebuild: Callable[[], None] | None = None
+                ) -> AbstractContextManager[None]:
+        """Around a merge of ``entities`` entities (with observations and relations) by the
+        primitives below: keeps the search index in step the cheapest way for a merge of that
+        size; ``on_rebuild`` is called before a long index rebuild at the end."""
+        ...
+
+    def insert_entity(self, name: str, entity_type: str) -> int | None:
+        """Insert an entity without observations: its id, or None when ``name`` exists (nothing written)."""
+        ...
+
+    def find_entity(self, name: str) -> tuple[int, str] | None:
+        """``(id, entity_type)`` of the entity ``name``, or None."""
+        ...
+
+    def observation_contents(self, entity_id: int) -> set[str]:
+        """The observations of the entity with id ``entity_id``."""
+        ...
+
+    def insert_observations(self, rows: Iterable[tuple[int, str]]) -> None:
+        """Insert observations ``(entity_id, content)`` the entities do not have yet."""
+        ...
+
+    def insert_relation(self, relation: Relation) -> bool:
+        """Insert ``relation`` as it is (endpoints not checked, its weight kept); False when its
+        triple exists (nothing written)."""
+        ...
+
+    def relation_exists(self, relation: Relation) -> bool:
+        """Whether ``relation``'s triple is stored."""
+        ...
+
+    def take_first_start(self, action: str) -> bool:
+        """Clear the first-start duty ``action`` ('import' or 'baseline'); True when it was owed."""
+        ...
+
+    def insert_record(self, kind: str, *, path: str, size_bytes: int, sha256: str, mtime: str,
+                      mtime_ns: int, counts: tuple[int | None, int | None, int | None]) -> None:
+        """Add a legacy-import record (``counts``: entities, observations, relations created)."""
+        ...
+
 
 class Backend(Protocol):
-    """A database holding one knowledge graph: transactions, change counters and index upkeep."""
+    """A database holding one knowledge graph: transactions, schema, change counters, index upkeep
+    and backups. Open one with :func:`open_backend`; :meth:`close` it when done."""
+
+    kind: str
+    """The backend's name for logs, ``stats`` and ``healthcheck`` (``"sqlite"``)."""
+
+    idle_catch_up_seconds: float
+    """How long the server waits after its last call before :meth:`catch_up_when_idle`."""
+
+    catch_up_poll_seconds: float
+    """How often an idle server polls for index upkeep left by other processes."""
 
     @property
     def path(self) -> Path:
-        """Where the database is (for messages and logs)."""
+        """Where the database is (for messages, hints and logs)."""
+        ...
+
+    def close(self) -> None:
+        """Release the database; later calls raise ``StoreError``. Idempotent."""
+        ...
+
+    def schema_status(self) -> MigrationStatus:
+        """Applied and pending migrations, changing nothing. Raises: MigrationError (edited or
+        newer history), StoreError."""
+        ...
+
+    def migrate(self) -> list[Migration]:
+        """Apply the pending migrations; returns them in order. Raises: MigrationError, StoreError."""
+        ...
+
+    def has_graph(self) -> bool:
+        """True when the graph's tables exist (a database no migration has set up has none)."""
+        ...
+
+    def files(self) -> dict[str, int]:
+        """The database's files and their sizes in bytes (``stats``)."""
         ...
 
     def run_read(self, operation: Callable[[Graph], T]) -> T:
@@ -112,8 +219,9 @@ class Backend(Protocol):
         when it can be, and the search finds every committed write either way."""
         ...
 
-    def run_write(self, operation: Callable[[Graph], T]) -> T:
-        """``operation`` in one write transaction: all of it commits, or nothing (on any error)."""
+    def run_write(self, operation: Callable[[Graph], T], *, large: bool = False) -> T:
+        """``operation`` in one write transaction: all of it commits, or nothing (on any error).
+        ``large``: one write of many rows (an import), which may use more memory to go faster."""
         ...
 
     def catch_up_when_idle(self) -> int | None:
@@ -178,18 +286,98 @@ class SqliteGraph:
     def relations_from(self, source: str, relation_type: str) -> list[Relation]:
         return graph.relations_from(self.conn, source, relation_type)
 
+    def is_empty(self) -> bool:
+        return graph.is_empty(self.conn)
+
+    def counts(self) -> GraphCounts:
+        return graph_counts(self.conn)
+
+    def import_records(self) -> list[ImportRecord]:
+        return records.import_records(self.conn)
+
+    def latest_record(self, path: str) -> ImportRecord | None:
+        return records.latest_record(self.conn, path)
+
+    def first_start_action(self) -> str | None:
+        return records.first_start_action(self.conn)
+
+    def merging(self, entities: int, *, on_rebuild: Callable[[], None] | None = None
+                ) -> AbstractContextManager[None]:
+        return graph.merging(self.conn, entities, on_rebuild=on_rebuild)
+
+    def insert_entity(self, name: str, entity_type: str) -> int | None:
+        return graph.insert_entity(self.conn, name, entity_type)
+
+    def find_entity(self, name: str) -> tuple[int, str] | None:
+        return graph.find_entity(self.conn, name)
+
+    def observation_contents(self, entity_id: int) -> set[str]:
+        return graph.observation_contents(self.conn, entity_id)
+
+    def insert_observations(self, rows: Iterable[tuple[int, str]]) -> None:
+        graph.insert_observations(self.conn, rows)
+
+    def insert_relation(self, relation: Relation) -> bool:
+        return graph.insert_relation(self.conn, relation)
+
+    def relation_exists(self, relation: Relation) -> bool:
+        return graph.relation_exists(self.conn, relation)
+
+    def take_first_start(self, action: str) -> bool:
+        return records.take_first_start(self.conn, action)
+
+    def insert_record(self, kind: str, *, path: str, size_bytes: int, sha256: str, mtime: str,
+                      mtime_ns: int, counts: tuple[int | None, int | None, int | None]) -> None:
+        records.insert_record(self.conn, kind, path=path, size_bytes=size_bytes, sha256=sha256, mtime=mtime,
+                              mtime_ns=mtime_ns, counts=counts)
+
 
 class SqliteBackend:
-    """:class:`Backend` on an open :class:`Store` (the caller opens and closes it)."""
+    """:class:`Backend` on one SQLite file through a :class:`Store` (closed by :meth:`close`)."""
 
     __slots__ = ("store",)
+
+    kind = "sqlite"
+    idle_catch_up_seconds = index.IDLE_CATCH_UP_SECONDS
+    catch_up_poll_seconds = index.CATCH_UP_POLL_SECONDS
 
     def __init__(self, store: Store) -> None:
         self.store = store
 
+    @classmethod
+    def open(cls, path: Path, mode: OpenMode, *, busy_timeout_ms: int) -> SqliteBackend:
+        """The SQLite file at ``path`` opened as ``mode`` says (:data:`OpenMode`).
+
+        Raises:
+            StoreError: no file (``current``/``readonly``), an odd path, not SQLite, unreadable.
+            MigrationError: an edited or newer migration history.
+            PendingMigrationsError: ``current`` with migrations pending.
+        """
+        if mode in ("migrate", "unmigrated"):
+            return cls(Store.open(path, busy_timeout_ms=busy_timeout_ms, migrate=mode == "migrate"))
+        check_database_path(path, must_exist=True)  # the read-only modes never create a file
+        if mode == "current":
+            return cls(Store.open_current(path, busy_timeout_ms=busy_timeout_ms))
+        return cls(Store.open_readonly(path, busy_timeout_ms=busy_timeout_ms))
+
     @property
     def path(self) -> Path:
         return self.store.path
+
+    def close(self) -> None:
+        self.store.close()
+
+    def schema_status(self) -> MigrationStatus:
+        return self.store.schema_status()
+
+    def migrate(self) -> list[Migration]:
+        return self.store.migrate()
+
+    def has_graph(self) -> bool:
+        return self.store.has_graph_tables()
+
+    def files(self) -> dict[str, int]:
+        return database_files(self.store.path)
 
     def run_read(self, operation: Callable[[Graph], T]) -> T:
         return self.store.run_read(lambda conn: operation(SqliteGraph(conn)))
@@ -197,11 +385,42 @@ class SqliteBackend:
     def run_search(self, operation: Callable[[Graph], T]) -> T:
         return self.store.run_search(lambda conn: operation(SqliteGraph(conn)))
 
-    def run_write(self, operation: Callable[[Graph], T]) -> T:
-        return self.store.run_write(lambda conn: operation(SqliteGraph(conn)))
+    def run_write(self, operation: Callable[[Graph], T], *, large: bool = False) -> T:
+        return self.store.run_write(lambda conn: operation(SqliteGraph(conn)), large=large)
 
     def catch_up_when_idle(self) -> int | None:
         return self.store.catch_up_when_idle()
 
     def change_counters(self) -> tuple[int, int | None] | None:
         return self.store.change_counters()
+
+
+def open_backend(settings: Settings, mode: OpenMode = "migrate") -> Backend:
+    """The database ``settings`` name, opened as ``mode`` says (:data:`OpenMode`): the one place
+    that chooses the backend. Today that is SQLite at ``settings.database_path``; the PostgreSQL
+    backend will be chosen here by its URL setting.
+
+    Raises:
+        StoreError, MigrationError, PendingMigrationsError: as :meth:`SqliteBackend.open`.
+    """
+    return SqliteBackend.open(settings.database_path, mode, busy_timeout_ms=settings.busy_timeout_ms)
+
+
+def known_migrations(settings: Settings) -> list[Migration]:
+    """The migrations this version knows for the backend ``settings`` select, in order."""
+    return load_migrations()
+
+
+def backup(settings: Settings, dest: str, *, force: bool = False,
+           progress: Callable[[int, int], None] | None = None) -> BackupResult:
+    """Copy the database ``settings`` name to ``dest`` and verify the copy (``graph-memory
+    backup``; for SQLite :func:`~graph_memory.db.backup.backup_database`, ``progress(done, total)``
+    in pages). It reads the database without opening it as a backend: a backup copies any
+    database, also one this version could not serve.
+
+    Raises:
+        StoreError, GraphError: leaving nothing at ``dest``.
+    """
+    check_database_path(settings.database_path, must_exist=True)
+    return backup_database(settings.database_path, dest, force=force, busy_timeout_ms=settings.busy_timeout_ms,
+                           progress=progress)

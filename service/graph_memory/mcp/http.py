@@ -39,7 +39,7 @@ RequestLimits also rewrites each lone surrogate escape in a ``/mcp`` body (half 
   while we serve, as it would also cut the SSE answer of a call still in flight); then uvicorn's
   own shutdown (bounded by :data:`STREAM_CLOSE_SECONDS`) and the lifespan exit, which ends the
   SDK's sessions. :func:`serve_http` then returns normally (exit status 0) and the caller closes
-  the store.
+  the backend.
 """
 
 from __future__ import annotations
@@ -64,7 +64,6 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from graph_memory.db import migrations
 from graph_memory.errors import GraphError, MigrationError
 from graph_memory.logs import get_logger
 from graph_memory.surrogates import log_replaced, repair_json_bytes
@@ -73,7 +72,7 @@ from graph_memory.wording import plural
 if TYPE_CHECKING:
     from mcp.server import Server
 
-    from graph_memory.db.store import Store
+    from graph_memory.db.backend import Backend
     from graph_memory.mcp.server import ServerHandle
     from graph_memory.settings import Settings
 
@@ -92,8 +91,8 @@ log = get_logger("graph_memory.http")
 # -- probes ---------------------------------------------------------------------------------------
 
 
-def readiness(store: Store, known: list[migrations.Migration] | None = None) -> tuple[bool, str, int | None]:
-    """Whether the store can serve: the connection answers and no migration is pending.
+def readiness(backend: Backend) -> tuple[bool, str, int | None]:
+    """Whether the backend can serve: the database answers and no migration is pending.
 
     Runs on the event-loop thread, like every tool call, so it never shares the connection with
     another thread. The reason is short and names no file (the probe is unauthenticated); the full
@@ -103,7 +102,7 @@ def readiness(store: Store, known: list[migrations.Migration] | None = None) -> 
         ``(ready, reason, schema_version)``.
     """
     try:
-        state = migrations.status(store.conn, str(store.path), known)
+        state = backend.schema_status()
     except MigrationError as exc:
         log.warning("not_ready", reason=str(exc))
         return False, "the database's migration history does not match this graph-memory version", None
@@ -115,14 +114,12 @@ def readiness(store: Store, known: list[migrations.Migration] | None = None) -> 
     return True, "ready", state.version
 
 
-def _probe_routes(store: Store) -> list[Route]:
-    known = migrations.load_migrations()
-
+def _probe_routes(backend: Backend) -> list[Route]:
     async def healthz(request: Request) -> Response:
         return PlainTextResponse("ok")
 
     async def readyz(request: Request) -> Response:
-        ready, reason, version = readiness(store, known)
+        ready, reason, version = readiness(backend)
         if ready:
             return JSONResponse({"status": "ready", "schemaVersion": version})
         return JSONResponse({"status": "unavailable", "reason": reason}, status_code=503)
@@ -483,12 +480,12 @@ async def _jsonrpc_error(send: Send, status: int, code: int, message: str, reque
 # -- app and server -------------------------------------------------------------------------------
 
 
-def build_app(server: Server[Any], store: Store, settings: Settings) -> AccessLog:
+def build_app(server: Server[Any], backend: Backend, settings: Settings) -> AccessLog:
     """The complete ASGI app: the SDK's streamable-HTTP app plus probes, auth and access log.
 
     Args:
         server: the low-level MCP server from :func:`graph_memory.mcp.server.build_server`.
-        store: the open store the server works on (``/readyz`` checks it).
+        backend: the open database the server works on (``/readyz`` checks it).
         settings: HTTP host, token, allowed hosts and origins, and the request limits come from here.
     """
     security = TransportSecuritySettings(
@@ -505,7 +502,7 @@ def build_app(server: Server[Any], store: Store, settings: Settings) -> AccessLo
         max_request_body_size=settings.http_max_body_bytes,
         session_idle_timeout=settings.http_session_idle_seconds,
         max_sessions=settings.http_max_sessions,
-        custom_starlette_routes=_probe_routes(store),
+        custom_starlette_routes=_probe_routes(backend),
         debug=False,  # 500s carry no traceback
     )
     app = RequestLimits(app, max_body_bytes=settings.http_max_body_bytes, max_sessions=settings.http_max_sessions,
@@ -652,8 +649,8 @@ def build_uvicorn(app: ASGIApp, settings: Settings, *, on_shutdown: Callable[[],
     return server
 
 
-def serve_http(handle: ServerHandle, store: Store, settings: Settings) -> None:
-    """Serve MCP over streamable HTTP until SIGTERM/SIGINT, then return (the caller closes the store).
+def serve_http(handle: ServerHandle, backend: Backend, settings: Settings) -> None:
+    """Serve MCP over streamable HTTP until SIGTERM/SIGINT, then return (the caller closes the backend).
 
     Raises:
         GraphError: the server could not start (address in use, permission denied, …); the
@@ -662,7 +659,7 @@ def serve_http(handle: ServerHandle, store: Store, settings: Settings) -> None:
     if _token(settings) is None and settings.http_host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("http_without_token", host=settings.http_host,
                     hint="set MEMORY_HTTP_TOKEN when /mcp is reachable from other machines or pods")
-    app = build_app(handle.server, store, settings)
+    app = build_app(handle.server, backend, settings)
     uv = build_uvicorn(app, settings, on_shutdown=listen_streams_closer(handle))
     log.info("http_starting", host=settings.http_host, port=settings.http_port,
              auth="none" if _token(settings) is None else "bearer",

@@ -36,7 +36,6 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Res
 from mcp.shared.exceptions import MCPError
 
 from graph_memory import package_version
-from graph_memory.db import index
 from graph_memory.db.backend import Backend
 from graph_memory.errors import GraphError
 from graph_memory.logs import get_logger
@@ -135,11 +134,10 @@ class IdleCatchUp:
     A search, a large enough backlog and shutdown catch up too, so this only moves work off the
     calls."""
 
-    def __init__(self, store: Backend, delay: float = index.IDLE_CATCH_UP_SECONDS,
-                 poll: float = index.CATCH_UP_POLL_SECONDS) -> None:
+    def __init__(self, store: Backend, delay: float | None = None, poll: float | None = None) -> None:
         self.store = store
-        self.delay = delay
-        self.poll = poll
+        self.delay = store.idle_catch_up_seconds if delay is None else delay
+        self.poll = store.catch_up_poll_seconds if poll is None else poll
         self._handle: asyncio.TimerHandle | None = None
 
     def after_call(self, wrote: bool) -> None:
