@@ -16,7 +16,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from graph_memory.errors import GraphError
 from graph_memory.hints import graph_memory_command
@@ -24,7 +24,7 @@ from graph_memory.wording import plural
 
 if TYPE_CHECKING:
     from graph_memory.db.backup import GraphCounts
-    from graph_memory.importer import ImportReport
+    from graph_memory.importer import ImportRecord, ImportReport
     from graph_memory.mcp.server import ServerHandle
     from graph_memory.settings import Settings
 
@@ -367,7 +367,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _write_stdout(write: Callable[[Any], int]) -> None:
+def _write_stdout(write: Callable[[TextIO], int]) -> None:
     """Run ``write(stream)`` on stdout as UTF-8 with ``\\n`` line ends, whatever the locale or OS."""
     import io
 
@@ -440,7 +440,7 @@ def _print_stats(data: dict[str, Any], counts: GraphCounts) -> None:
         print(f"  {n:>8}  {kind}")
 
 
-def _print_import_records(records: list[Any], owed: str | None) -> None:
+def _print_import_records(records: list[ImportRecord], owed: str | None) -> None:
     """The ``legacy imports:`` lines of ``stats`` (records of migration 0004, oldest first)."""
     lines = [r.describe() for r in records]
     if owed == "import":

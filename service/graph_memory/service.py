@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from graph_memory.db import backend as backends
 from graph_memory.db.backend import Backend, Graph, OpenMode
@@ -394,7 +394,7 @@ class ExportResult:
     weighted: int
 
 
-def export_graph(settings: Settings, output: Path | Callable[[Callable[[Any], int]], None], *,
+def export_graph(settings: Settings, output: Path | Callable[[Callable[[TextIO], int]], None], *,
                  with_weights: bool = False) -> ExportResult:
     """``graph-memory export``: write the graph as reference-server JSONL (with ``with_weights``,
     relation weights other than 1.0 as a last ``"weight"`` key) to the file ``output`` (replaced

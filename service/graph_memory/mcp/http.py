@@ -70,10 +70,8 @@ from graph_memory.surrogates import log_replaced, repair_json_bytes
 from graph_memory.wording import plural
 
 if TYPE_CHECKING:
-    from mcp.server import Server
-
     from graph_memory.db.backend import Backend
-    from graph_memory.mcp.server import ServerHandle
+    from graph_memory.mcp.server import SdkServer, ServerHandle
     from graph_memory.settings import Settings
 
 MCP_PATH: Final = "/mcp"
@@ -480,7 +478,7 @@ async def _jsonrpc_error(send: Send, status: int, code: int, message: str, reque
 # -- app and server -------------------------------------------------------------------------------
 
 
-def build_app(server: Server[Any], backend: Backend, settings: Settings) -> AccessLog:
+def build_app(server: SdkServer, backend: Backend, settings: Settings) -> AccessLog:
     """The complete ASGI app: the SDK's streamable-HTTP app plus probes, auth and access log.
 
     Args:

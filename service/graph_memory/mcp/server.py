@@ -32,6 +32,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
+from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated, ServerEvent
 from mcp.shared.exceptions import MCPError
 
@@ -52,6 +53,11 @@ INSTRUCTIONS = (
 )
 log = get_logger("graph_memory.server")
 
+Lifespan = dict[str, Any]
+"""What the SDK's default lifespan (we set none) yields, its parameter of ``Server`` and contexts."""
+SdkServer = Server[Lifespan]
+RequestContext = ServerRequestContext[Lifespan]
+
 
 class Subscribers:
     """Handshake-era sessions subscribed to resource URIs via ``resources/subscribe``.
@@ -65,13 +71,13 @@ class Subscribers:
     """
 
     def __init__(self) -> None:
-        self._by_connection: dict[int, tuple[Any, set[str]]] = {}
+        self._by_connection: dict[int, tuple[ServerSession, set[str]]] = {}
 
     @staticmethod
-    def _key(session: Any) -> int:
+    def _key(session: ServerSession) -> int:
         return id(getattr(session, "_connection", session))
 
-    def add(self, session: Any, uri: str, ends: AsyncExitStack | None = None) -> None:
+    def add(self, session: ServerSession, uri: str, ends: AsyncExitStack | None = None) -> None:
         """Subscribe ``session`` to ``uri``; ``ends`` is its connection's ``exit_stack``, unwound
         when the connection ends, which then forgets the session (None: only :meth:`remove`,
         :meth:`forget` or a failed send do)."""
@@ -83,17 +89,17 @@ class Subscribers:
                 ends.callback(self._forget_key, key, session)
         entry[1].add(uri)
 
-    def forget(self, session: Any) -> None:
+    def forget(self, session: ServerSession) -> None:
         """Unsubscribe ``session`` from every URI (no error when it was not subscribed)."""
         self._forget_key(self._key(session), session)
 
-    def _forget_key(self, key: int, session: Any) -> None:
+    def _forget_key(self, key: int, session: ServerSession) -> None:
         entry = self._by_connection.get(key)
         if entry is not None and entry[0] is session:  # not a later session reusing the id
             del self._by_connection[key]
             log.debug("subscriber_ended")
 
-    def remove(self, session: Any, uri: str) -> None:
+    def remove(self, session: ServerSession, uri: str) -> None:
         """Unsubscribe ``session`` from ``uri`` (no error when it was not subscribed)."""
         key = self._key(session)
         entry = self._by_connection.get(key)
@@ -118,7 +124,7 @@ class Subscribers:
                 self._by_connection.pop(key, None)
 
 
-def connection_exit_stack(session: Any) -> AsyncExitStack | None:
+def connection_exit_stack(session: ServerSession) -> AsyncExitStack | None:
     """The ``exit_stack`` of ``session``'s SDK ``Connection``: the SDK unwinds it (shielded) when
     the connection's serving loop ends, whatever ended it. Handlers' contexts do not expose the
     connection, so it is read off the session's ``_connection``; None if a later SDK moves it
@@ -192,7 +198,8 @@ class ExternalChanges:
     false, and with the loop.
     """
 
-    def __init__(self, store: Backend, watching: Callable[[], bool], changed: Callable[[], Coroutine[Any, Any, None]],
+    def __init__(self, store: Backend, watching: Callable[[], bool],
+                 changed: Callable[[], Coroutine[object, object, None]],
                  interval: float = EXTERNAL_CHANGE_POLL_SECONDS) -> None:
         self.store = store
         self.watching = watching
@@ -360,7 +367,7 @@ class ServerHandle:
     handler of ``subscriptions/listen`` streams (HTTP mode closes them on shutdown), the index's
     ``idle_catch_up`` timer and the ``external_changes`` poller."""
 
-    server: Server[Any]
+    server: SdkServer
     subscribers: Subscribers
     listen: ListenHandler
     idle_catch_up: IdleCatchUp
@@ -383,7 +390,7 @@ def build_server(memory: MemoryService, *, extra_tools: tuple[ToolSpec, ...] = (
     specs = {spec.name: spec for spec in (*TOOLS, *extra_tools)}
     handlers = _Handlers(memory, specs)
     listen = ListenHandler(handlers.bus)
-    server: Server[Any] = Server(
+    server: SdkServer = Server(
         SERVER_NAME,
         version=package_version(),
         instructions=INSTRUCTIONS,
@@ -420,7 +427,7 @@ class _Handlers:
         await self.bus.publish(ResourceUpdated(uri=GRAPH_URI))
         await self.subscribers.notify(GRAPH_URI)
 
-    async def call_tool(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    async def call_tool(self, ctx: RequestContext, params: types.CallToolRequestParams
                         ) -> types.CallToolResult:
         spec = self.specs.get(params.name)
         if spec is None:
@@ -440,7 +447,7 @@ class _Handlers:
             structured_content=outcome.structured,
         )
 
-    async def read_resource(self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    async def read_resource(self, ctx: RequestContext, params: types.ReadResourceRequestParams
                             ) -> types.ReadResourceResult:
         if str(params.uri) != GRAPH_URI:
             raise MCPError(code=-32002, message=f"Resource not found: {params.uri}")
@@ -453,31 +460,31 @@ class _Handlers:
             text=json.dumps(payload, indent=2, ensure_ascii=False),
         )])
 
-    async def subscribe(self, ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
+    async def subscribe(self, ctx: RequestContext, params: types.SubscribeRequestParams
                         ) -> types.EmptyResult:
         self.subscribers.add(ctx.session, str(params.uri), connection_exit_stack(ctx.session))
         self.external.start()
         return types.EmptyResult()
 
-    async def unsubscribe(self, ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
+    async def unsubscribe(self, ctx: RequestContext, params: types.UnsubscribeRequestParams
                           ) -> types.EmptyResult:
         self.subscribers.remove(ctx.session, str(params.uri))
         return types.EmptyResult()
 
 
 def _list_tools(specs: Iterable[ToolSpec]) -> Callable[
-        [ServerRequestContext[Any], types.PaginatedRequestParams | None], Awaitable[types.ListToolsResult]]:
+        [RequestContext, types.PaginatedRequestParams | None], Awaitable[types.ListToolsResult]]:
     """The ``tools/list`` handler: one result, built once."""
     tool_list = types.ListToolsResult(tools=[_tool(spec) for spec in specs])
 
-    async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    async def list_tools(ctx: RequestContext, params: types.PaginatedRequestParams | None
                          ) -> types.ListToolsResult:
         return tool_list
 
     return list_tools
 
 
-async def _list_resources(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+async def _list_resources(ctx: RequestContext, params: types.PaginatedRequestParams | None
                           ) -> types.ListResourcesResult:
     return types.ListResourcesResult(resources=[types.Resource(
         uri=GRAPH_URI, name="knowledge-graph", title="Knowledge graph",
@@ -486,7 +493,7 @@ async def _list_resources(ctx: ServerRequestContext[Any], params: types.Paginate
     )])
 
 
-def _set_middleware(server: Server[Any]) -> None:
+def _set_middleware(server: SdkServer) -> None:
     if importlib.util.find_spec("opentelemetry.sdk") is None:
         # The SDK's OpenTelemetry middleware can only emit spans through an installed OTel SDK;
         # without one it does nothing yet costs ~30 µs per request (issue 6), so drop it then.
