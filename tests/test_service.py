@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from graph_memory.db.backend import SqliteBackend
-from graph_memory.db.graph import ObservationUpdate
 from graph_memory.db.store import Store
 from graph_memory.errors import (
     Conflict,
@@ -26,7 +25,7 @@ from graph_memory.errors import (
     StoreError,
 )
 from graph_memory.logs import get_logger
-from graph_memory.models import Entity, Relation
+from graph_memory.models import Entity, ObservationUpdate, Relation
 from graph_memory.service import (
     Limits,
     MemoryService,

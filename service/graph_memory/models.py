@@ -78,3 +78,102 @@ class GraphSlice:
             "relations": [r.to_dict() for r in self.relations],
             "neighbors": [e.to_dict() for e in self.neighbors],
         }
+
+
+# -- results of the graph operations (what the storage layer returns; the edges render them) --
+
+
+@dataclass(slots=True)
+class AddedObservations:
+    """One entity's result of add_observations: the contents that were new."""
+
+    entity_name: str
+    added: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"entityName", "addedObservations"}``."""
+        return {"entityName": self.entity_name, "addedObservations": self.added}
+
+
+@dataclass(slots=True)
+class DeleteEntitiesResult:
+    """What delete_entities matched: ``deleted`` entity names and the relations removed with them."""
+
+    requested: int
+    deleted: list[str]
+    not_found: list[str]
+    relations_deleted: int
+
+    @property
+    def changed(self) -> bool:
+        """True when anything was removed."""
+        return bool(self.deleted or self.relations_deleted)
+
+
+@dataclass(slots=True)
+class DeletedObservations:
+    """One entity's result of delete_observations."""
+
+    entity_name: str
+    requested: int
+    deleted: list[str]
+    found: bool = True
+
+
+@dataclass(slots=True)
+class DeleteObservationsResult:
+    """Per-entity results of delete_observations, in call order."""
+
+    results: list[DeletedObservations] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        """True when at least one observation was removed."""
+        return any(r.deleted for r in self.results)
+
+
+@dataclass(slots=True)
+class DeleteRelationsResult:
+    """The relations delete_relations removed, in call order."""
+
+    requested: int
+    deleted: list[Relation]
+
+    @property
+    def changed(self) -> bool:
+        """True when at least one relation was removed."""
+        return bool(self.deleted)
+
+
+@dataclass(frozen=True, slots=True)
+class ObservationUpdate:
+    """One requested edit: replace the observation ``match`` of ``entity_name`` by ``replacement``."""
+
+    entity_name: str
+    match: str
+    replacement: str
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixEdit:
+    """What :func:`set_observation_by_prefix` did: ``updated`` (``old`` was replaced in place),
+    ``added`` (no observation had the prefix) or ``unchanged`` (the entity already had ``new``)."""
+
+    kind: Literal["updated", "added", "unchanged"]
+    new: str
+    old: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WeightChange:
+    """One relation's weight before and after an evidence update."""
+
+    relation: Relation
+    previous: float
+    evidence: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"from", "to", "relationType", "previousWeight", "evidence", "weight"}`` (weights always shown)."""
+        return {"from": self.relation.source, "to": self.relation.target,
+                "relationType": self.relation.relation_type, "previousWeight": self.previous,
+                "evidence": self.evidence, "weight": self.relation.weight}

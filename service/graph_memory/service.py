@@ -29,14 +29,6 @@ from graph_memory.db.backend import Backend, Graph, OpenMode
 from graph_memory.db.backend import known_migrations as known_migrations  # for the CLI's migrate --check
 from graph_memory.db.backend import open_backend as open_backend  # for the CLI's serve
 from graph_memory.db.backup import BackupResult, GraphCounts
-from graph_memory.db.graph import (
-    AddedObservations,
-    DeleteEntitiesResult,
-    DeleteObservationsResult,
-    DeleteRelationsResult,
-    ObservationUpdate,
-    WeightChange,
-)
 from graph_memory.db.records import ImportRecord
 from graph_memory.discover import log_hint_if_reference_files
 from graph_memory.errors import Conflict, EntityNotFound, GraphError, InvalidInput
@@ -50,7 +42,18 @@ from graph_memory.importer import (
     read_legacy_file,
 )
 from graph_memory.legacy import write_legacy
-from graph_memory.models import Entity, GraphSlice, Mode, Relation
+from graph_memory.models import (
+    AddedObservations,
+    DeleteEntitiesResult,
+    DeleteObservationsResult,
+    DeleteRelationsResult,
+    Entity,
+    GraphSlice,
+    Mode,
+    ObservationUpdate,
+    Relation,
+    WeightChange,
+)
 from graph_memory.settings import Settings
 
 if TYPE_CHECKING:

@@ -17,20 +17,23 @@ from typing import Literal, Protocol, TypeVar
 
 from graph_memory.db import graph, index, records, search
 from graph_memory.db.backup import BackupResult, GraphCounts, backup_database, database_files, graph_counts
-from graph_memory.db.graph import (
-    AddedObservations,
-    DeleteEntitiesResult,
-    DeleteObservationsResult,
-    DeleteRelationsResult,
-    ObservationUpdate,
-    PrefixEdit,
-    WeightChange,
-)
 from graph_memory.db.migrations import Migration, MigrationStatus, load_migrations
 from graph_memory.db.paths import check_database_path
 from graph_memory.db.records import ImportRecord
 from graph_memory.db.store import Connection, Store
-from graph_memory.models import Entity, GraphSlice, Mode, Relation
+from graph_memory.models import (
+    AddedObservations,
+    DeleteEntitiesResult,
+    DeleteObservationsResult,
+    DeleteRelationsResult,
+    Entity,
+    GraphSlice,
+    Mode,
+    ObservationUpdate,
+    PrefixEdit,
+    Relation,
+    WeightChange,
+)
 from graph_memory.settings import Settings
 
 T = TypeVar("T")

@@ -13,14 +13,25 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import apsw
 
 from graph_memory.db import index
 from graph_memory.errors import Conflict, EntityNotFound, RelationNotFound
-from graph_memory.models import Entity, GraphSlice, Relation
+from graph_memory.models import (
+    AddedObservations,
+    DeletedObservations,
+    DeleteEntitiesResult,
+    DeleteObservationsResult,
+    DeleteRelationsResult,
+    Entity,
+    GraphSlice,
+    ObservationUpdate,
+    PrefixEdit,
+    Relation,
+    WeightChange,
+)
 
 
 def _unique(items: Iterable[str]) -> list[str]:
@@ -262,16 +273,6 @@ def merging(conn: apsw.Connection, entities: int, *,
             on_rebuild()
 
 
-@dataclass(slots=True)
-class AddedObservations:
-    """One entity's result of add_observations: the contents that were new."""
-
-    entity_name: str
-    added: list[str]
-
-    def to_dict(self) -> dict[str, Any]:
-        """``{"entityName", "addedObservations"}``."""
-        return {"entityName": self.entity_name, "addedObservations": self.added}
 
 
 def add_observations(conn: apsw.Connection, items: Sequence[tuple[str, Sequence[str]]]) -> list[AddedObservations]:
@@ -303,19 +304,6 @@ def _add_observations(conn: apsw.Connection, items: Sequence[tuple[str, Sequence
     return results
 
 
-@dataclass(slots=True)
-class DeleteEntitiesResult:
-    """What delete_entities matched: ``deleted`` entity names and the relations removed with them."""
-
-    requested: int
-    deleted: list[str]
-    not_found: list[str]
-    relations_deleted: int
-
-    @property
-    def changed(self) -> bool:
-        """True when anything was removed."""
-        return bool(self.deleted or self.relations_deleted)
 
 
 def delete_entities(conn: apsw.Connection, names: Sequence[str]) -> DeleteEntitiesResult:
@@ -335,26 +323,8 @@ def delete_entities(conn: apsw.Connection, names: Sequence[str]) -> DeleteEntiti
     return DeleteEntitiesResult(len(unique), deleted, [n for n in unique if n not in gone], len(relations))
 
 
-@dataclass(slots=True)
-class DeletedObservations:
-    """One entity's result of delete_observations."""
-
-    entity_name: str
-    requested: int
-    deleted: list[str]
-    found: bool = True
 
 
-@dataclass(slots=True)
-class DeleteObservationsResult:
-    """Per-entity results of delete_observations, in call order."""
-
-    results: list[DeletedObservations] = field(default_factory=list)
-
-    @property
-    def changed(self) -> bool:
-        """True when at least one observation was removed."""
-        return any(r.deleted for r in self.results)
 
 
 def delete_observations(conn: apsw.Connection, items: Sequence[tuple[str, Sequence[str]]]) -> DeleteObservationsResult:
@@ -375,17 +345,6 @@ def delete_observations(conn: apsw.Connection, items: Sequence[tuple[str, Sequen
     return out
 
 
-@dataclass(slots=True)
-class DeleteRelationsResult:
-    """The relations delete_relations removed, in call order."""
-
-    requested: int
-    deleted: list[Relation]
-
-    @property
-    def changed(self) -> bool:
-        """True when at least one relation was removed."""
-        return bool(self.deleted)
 
 
 def delete_relations(conn: apsw.Connection, relations: Sequence[Relation]) -> DeleteRelationsResult:
@@ -402,13 +361,6 @@ def delete_relations(conn: apsw.Connection, relations: Sequence[Relation]) -> De
     return DeleteRelationsResult(len(relations), deleted)
 
 
-@dataclass(frozen=True, slots=True)
-class ObservationUpdate:
-    """One requested edit: replace the observation ``match`` of ``entity_name`` by ``replacement``."""
-
-    entity_name: str
-    match: str
-    replacement: str
 
 
 def update_observations(conn: apsw.Connection, updates: Sequence[ObservationUpdate]) -> list[dict[str, Any]]:
@@ -455,14 +407,6 @@ def entity_type(conn: apsw.Connection, name: str) -> str | None:
     return None if row is None else str(row[0])
 
 
-@dataclass(frozen=True, slots=True)
-class PrefixEdit:
-    """What :func:`set_observation_by_prefix` did: ``updated`` (``old`` was replaced in place),
-    ``added`` (no observation had the prefix) or ``unchanged`` (the entity already had ``new``)."""
-
-    kind: Literal["updated", "added", "unchanged"]
-    new: str
-    old: str | None = None
 
 
 def set_observation_by_prefix(conn: apsw.Connection, name: str, prefix: str, content: str) -> PrefixEdit:
@@ -524,19 +468,6 @@ def relations_from(conn: apsw.Connection, source: str, relation_type: str) -> li
 # -- relation weights ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class WeightChange:
-    """One relation's weight before and after an evidence update."""
-
-    relation: Relation
-    previous: float
-    evidence: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """``{"from", "to", "relationType", "previousWeight", "evidence", "weight"}`` (weights always shown)."""
-        return {"from": self.relation.source, "to": self.relation.target,
-                "relationType": self.relation.relation_type, "previousWeight": self.previous,
-                "evidence": self.evidence, "weight": self.relation.weight}
 
 
 def update_relation_weights(conn: apsw.Connection, items: Sequence[tuple[Relation, float]]) -> list[WeightChange]:

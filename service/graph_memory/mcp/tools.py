@@ -15,15 +15,19 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
-from graph_memory.db.graph import (
+from graph_memory.errors import InvalidInput
+from graph_memory.mcp.jsontext import dumps_indent2
+from graph_memory.models import (
+    DEFAULT_WEIGHT,
+    MODES,
     DeleteEntitiesResult,
     DeleteObservationsResult,
     DeleteRelationsResult,
+    Entity,
+    GraphSlice,
     ObservationUpdate,
+    Relation,
 )
-from graph_memory.errors import InvalidInput
-from graph_memory.mcp.jsontext import dumps_indent2
-from graph_memory.models import DEFAULT_WEIGHT, MODES, Entity, GraphSlice, Relation
 from graph_memory.service import MemoryService
 from graph_memory.wording import plural
 
