@@ -112,8 +112,10 @@ def test_update_observations_is_all_or_nothing(service: MemoryService) -> None:
         service.update_observations([ObservationUpdate("Ada", "likes tea", "likes coffee"),
                                      ObservationUpdate("Nobody", "a", "b")])
     assert service.open_nodes(["Ada"]).entities[0].observations == ["likes tea"]
-    assert service.update_observations([ObservationUpdate("Ada", "likes tea", "likes coffee")]) == [
-        {"entityName": "Ada", "updatedObservations": [{"match": "likes tea", "replacement": "likes coffee"}]}]
+    (result,) = service.update_observations([ObservationUpdate("Ada", "likes tea", "likes coffee")])
+    assert (result.entity_name, result.updated) == ("Ada", [("likes tea", "likes coffee")])
+    assert result.to_dict() == {
+        "entityName": "Ada", "updatedObservations": [{"match": "likes tea", "replacement": "likes coffee"}]}
 
 
 def test_update_relations_averages_the_weight_with_the_evidence(service: MemoryService) -> None:

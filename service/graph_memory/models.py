@@ -96,6 +96,19 @@ class AddedObservations:
 
 
 @dataclass(slots=True)
+class UpdatedObservations:
+    """One entity's result of update_observations: its edits ``(match, replacement)`` in call order."""
+
+    entity_name: str
+    updated: list[tuple[str, str]]
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"entityName", "updatedObservations": [{"match", "replacement"}]}``."""
+        return {"entityName": self.entity_name,
+                "updatedObservations": [{"match": m, "replacement": r} for m, r in self.updated]}
+
+
+@dataclass(slots=True)
 class DeleteEntitiesResult:
     """What delete_entities matched: ``deleted`` entity names and the relations removed with them."""
 

@@ -52,6 +52,7 @@ from graph_memory.models import (
     Mode,
     ObservationUpdate,
     Relation,
+    UpdatedObservations,
     WeightChange,
 )
 from graph_memory.settings import Settings
@@ -203,7 +204,7 @@ class MemoryService:
         self._check_relations(relations, "relations")
         return self.backend.run_write(lambda g: g.delete_relations(relations))
 
-    def update_observations(self, updates: Sequence[ObservationUpdate]) -> list[dict[str, Any]]:
+    def update_observations(self, updates: Sequence[ObservationUpdate]) -> list[UpdatedObservations]:
         """Replace observations in place, keeping their position: all or nothing.
 
         Returns ``[{"entityName", "updatedObservations": [{"match", "replacement"}]}]``.

@@ -32,6 +32,7 @@ from graph_memory.models import (
     ObservationUpdate,
     PrefixEdit,
     Relation,
+    UpdatedObservations,
     WeightChange,
 )
 from graph_memory.settings import Settings
@@ -86,7 +87,7 @@ class Graph(Protocol):
         """Delete relations by ``(from, to, relationType)``."""
         ...
 
-    def update_observations(self, updates: Sequence[ObservationUpdate]) -> list[dict[str, object]]:
+    def update_observations(self, updates: Sequence[ObservationUpdate]) -> list[UpdatedObservations]:
         """Replace observations in place, all or nothing."""
         ...
 
@@ -271,7 +272,7 @@ class SqliteGraph:
     def delete_relations(self, relations: Sequence[Relation]) -> DeleteRelationsResult:
         return graph.delete_relations(self.conn, relations)
 
-    def update_observations(self, updates: Sequence[ObservationUpdate]) -> list[dict[str, object]]:
+    def update_observations(self, updates: Sequence[ObservationUpdate]) -> list[UpdatedObservations]:
         return graph.update_observations(self.conn, updates)
 
     def update_relation_weights(self, items: Sequence[tuple[Relation, float]]) -> list[WeightChange]:

@@ -30,6 +30,7 @@ from graph_memory.models import (
     ObservationUpdate,
     PrefixEdit,
     Relation,
+    UpdatedObservations,
     WeightChange,
 )
 
@@ -273,8 +274,6 @@ def merging(conn: apsw.Connection, entities: int, *,
             on_rebuild()
 
 
-
-
 def add_observations(conn: apsw.Connection, items: Sequence[tuple[str, Sequence[str]]]) -> list[AddedObservations]:
     """Add observations ``[(entity_name, contents)]``; only contents the entity lacks are added.
 
@@ -304,8 +303,6 @@ def _add_observations(conn: apsw.Connection, items: Sequence[tuple[str, Sequence
     return results
 
 
-
-
 def delete_entities(conn: apsw.Connection, names: Sequence[str]) -> DeleteEntitiesResult:
     """Delete entities by name with their observations and every relation naming them.
 
@@ -321,10 +318,6 @@ def delete_entities(conn: apsw.Connection, names: Sequence[str]) -> DeleteEntiti
         f"DELETE FROM relations WHERE from_name IN {members} OR to_name IN {members} RETURNING id", params + params,
     ).fetchall()
     return DeleteEntitiesResult(len(unique), deleted, [n for n in unique if n not in gone], len(relations))
-
-
-
-
 
 
 def delete_observations(conn: apsw.Connection, items: Sequence[tuple[str, Sequence[str]]]) -> DeleteObservationsResult:
@@ -345,8 +338,6 @@ def delete_observations(conn: apsw.Connection, items: Sequence[tuple[str, Sequen
     return out
 
 
-
-
 def delete_relations(conn: apsw.Connection, relations: Sequence[Relation]) -> DeleteRelationsResult:
     """Delete relations by exact ``(from, to, relationType)`` triple; reports only what matched."""
     deleted: list[Relation] = []
@@ -361,24 +352,21 @@ def delete_relations(conn: apsw.Connection, relations: Sequence[Relation]) -> De
     return DeleteRelationsResult(len(relations), deleted)
 
 
-
-
-def update_observations(conn: apsw.Connection, updates: Sequence[ObservationUpdate]) -> list[dict[str, Any]]:
+def update_observations(conn: apsw.Connection, updates: Sequence[ObservationUpdate]) -> list[UpdatedObservations]:
     """Edit observations in place, in call order (a later update sees earlier ones).
 
     The row keeps its id (position) and ``created_at``; ``updated_at`` is set; the search index
     follows through the triggers.
 
     Returns:
-        ``[{"entityName", "updatedObservations": [{"match", "replacement"}]}]`` grouped by entity
-        in order of first appearance.
+        The edits grouped by entity, in order of first appearance.
 
     Raises:
         EntityNotFound: the entity does not exist.
         Conflict: ``match`` is not an observation of the entity, or ``replacement`` already is
             (including ``replacement == match``). The whole batch is refused.
     """
-    grouped: dict[str, list[dict[str, str]]] = {}
+    grouped: dict[str, list[tuple[str, str]]] = {}
     for update in updates:
         entity_id = _require_entity(conn, update.entity_name)
         if conn.execute("SELECT 1 FROM observations WHERE entity_id = ? AND content = ?",
@@ -393,9 +381,8 @@ def update_observations(conn: apsw.Connection, updates: Sequence[ObservationUpda
         if row is None:
             raise Conflict(f"entity {update.entity_name} has no observation {update.match!r}; "
                            f"nothing was changed")
-        grouped.setdefault(update.entity_name, []).append(
-            {"match": update.match, "replacement": update.replacement})
-    return [{"entityName": name, "updatedObservations": items} for name, items in grouped.items()]
+        grouped.setdefault(update.entity_name, []).append((update.match, update.replacement))
+    return [UpdatedObservations(name, items) for name, items in grouped.items()]
 
 
 # -- typed tools (graph_memory.mcp.typed) -------------------------------------------------------
@@ -405,8 +392,6 @@ def entity_type(conn: apsw.Connection, name: str) -> str | None:
     """The entityType of the entity ``name``, or ``None`` when there is no such entity."""
     row = conn.execute("SELECT entity_type FROM entities WHERE name = ?", (name,)).fetchone()
     return None if row is None else str(row[0])
-
-
 
 
 def set_observation_by_prefix(conn: apsw.Connection, name: str, prefix: str, content: str) -> PrefixEdit:
@@ -466,8 +451,6 @@ def relations_from(conn: apsw.Connection, source: str, relation_type: str) -> li
 
 
 # -- relation weights ----------------------------------------------------------------------------
-
-
 
 
 def update_relation_weights(conn: apsw.Connection, items: Sequence[tuple[Relation, float]]) -> list[WeightChange]:

@@ -372,9 +372,9 @@ def _update_observations(app: MemoryService, arguments: dict[str, Any]) -> Outco
     args = parse_args(UpdateObservationsArgs, "update_observations", arguments)
     results = app.update_observations([ObservationUpdate(u.entityName, u.match, u.replacement)
                                        for u in args.updates])
-    payload = {"results": results}
+    payload = {"results": [r.to_dict() for r in results]}
     return Outcome(payload, payload, bool(results),
-                   {"observations_updated": sum(len(r["updatedObservations"]) for r in results)})
+                   {"observations_updated": sum(len(r.updated) for r in results)})
 
 
 def _update_relations(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
