@@ -99,3 +99,37 @@ def test_a_usable_id_late_in_the_body_is_served(db_path: Path) -> None:
 ])
 def test_unusable_id_type_names_the_id_s_json_type(body: bytes, expected: str | None) -> None:
     assert unusable_id_type(body, request_id_of(body)) == expected
+
+
+NOT_MESSAGES = [
+    (b"[1, 2]", None, "the body is a JSON array, not a message object"),
+    (b"42", None, "the body is a JSON number, not a message object"),
+    (b'{"foo": 1}', None, '"jsonrpc" must be "2.0"'),
+    (b'{"jsonrpc": "1.0", "id": 3, "method": "ping"}', 3, '"jsonrpc" must be "2.0"'),
+    (b'{"jsonrpc": "2.0", "id": 4}', 4, 'needs a "method"'),
+    (b'{"jsonrpc": "2.0", "id": "x", "method": 5}', "x", '"method" must be a string, not a JSON number'),
+    (b'{"jsonrpc": "2.0", "id": 6, "method": "tools/list", "params": 5}', 6,
+     '"params" must be an object, not a JSON number'),
+]
+
+
+def test_an_http_body_that_is_no_jsonrpc_message_gets_an_explained_invalid_request(db_path: Path) -> None:
+    """JSON that is no JSON-RPC 2.0 message: HTTP 400 with -32600 saying what is wrong and what a
+    message looks like, with the request's id when it has one (the SDK alone answers -32602 with
+    pydantic's dump of every union branch and id null). A parse error keeps the SDK's -32700, and
+    the session keeps working."""
+    with running(db_path) as srv, httpx2.Client(base_url=srv.url, timeout=30) as http:
+        session = open_session(http)
+        for body, request_id, problem in NOT_MESSAGES:
+            refused = http.post("/mcp", content=body, headers=session_headers(session))
+            assert refused.status_code == 400, refused.text
+            error = refused.json()
+            assert error["id"] == request_id, error
+            assert error["error"]["code"] == -32600, error
+            assert problem in error["error"]["message"] and '"method": "tools/list"' in error["error"]["message"]
+            assert error["error"]["data"] == {"problem": error["error"]["data"]["problem"]}
+            assert "validation error" not in refused.text.lower()
+        parse_error = http.post("/mcp", content=b"{bad", headers=session_headers(session))
+        assert parse_error.status_code == 400 and parse_error.json()["error"]["code"] == -32700
+        ping = http.post("/mcp", json={"jsonrpc": "2.0", "id": 9, "method": "ping"}, headers=session_headers(session))
+        assert answer(ping)["id"] == 9

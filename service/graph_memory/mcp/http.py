@@ -67,7 +67,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from graph_memory.errors import GraphError, MigrationError
 from graph_memory.logs import get_logger
 from graph_memory.surrogates import log_replaced, repair_json_bytes
-from graph_memory.wording import plural
+from graph_memory.wording import json_type, plural
 
 if TYPE_CHECKING:
     from graph_memory.db.backend import Backend
@@ -286,6 +286,12 @@ class RequestLimits:
       says for a message the server cannot accept; the SDK would read it as a notification and
       answer 202 with nothing, so the client would wait for its timeout.
 
+    * **Not a JSON-RPC message**: the SDK answers a JSON body that is no JSON-RPC 2.0 message
+      (an array, a number, no ``method``, ``"jsonrpc": "1.0"``…) with HTTP 400 and error -32602
+      carrying pydantic's dump of eleven union branches; that answer is replaced by error -32600
+      (JSON-RPC's Invalid Request) saying what is wrong and what a message looks like
+      (:func:`invalid_message_problem`). Only the SDK's 400 answers are read; others pass as sent.
+
     The error's ``id`` is the request's when the start of its body names it (``{"jsonrpc": "2.0",
     "id": 7, …``, see :func:`request_id_of`), else null. Other paths and methods pass untouched.
     """
@@ -356,6 +362,7 @@ class RequestLimits:
         async def replayed() -> Message:
             return replay.pop(0) if replay else await receive()
 
+        send = _explain_invalid_message(send, data)
         if _SESSION_ID_HEADER not in headers:  # a request that may open a session
             send = self._explain_session_refusal(send, data)
         await self.app(scope, replayed, send)
@@ -378,6 +385,70 @@ class RequestLimits:
                                      {"maxSessions": self.max_sessions, "setting": SESSIONS_SETTING})
 
         return explained
+
+
+def _explain_invalid_message(send: Send, body: bytes) -> Send:
+    """``send``, with the SDK's HTTP 400 "Validation error" answer to a body that is not a JSON-RPC
+    message replaced by an explained -32600 (see :class:`RequestLimits`); any other answer passes."""
+    start: Message | None = None
+    held = bytearray()
+
+    async def explained(message: Message) -> None:
+        nonlocal start
+        if message["type"] == "http.response.start" and message["status"] == 400:
+            start = message
+            return
+        if start is None:
+            await send(message)
+            return
+        if message["type"] != "http.response.body":
+            return
+        held.extend(message.get("body", b""))
+        if message.get("more_body", False):
+            return
+        problem = invalid_message_problem(body) if _is_validation_error(bytes(held)) else None
+        if problem is None:
+            await send(start)
+            await send({"type": "http.response.body", "body": bytes(held), "more_body": False})
+            return
+        log.warning("invalid_message", code=JSONRPC_INVALID_REQUEST, faults=["not_a_jsonrpc_message"])
+        await _jsonrpc_error(send, 400, JSONRPC_INVALID_REQUEST, f"Invalid Request: {problem}. {_MESSAGE_SHAPE}",
+                             request_id_of(body), {"problem": problem})
+
+    return explained
+
+
+_MESSAGE_SHAPE: Final = ('Send one JSON-RPC 2.0 message object per POST, for example '
+                         '{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}')
+
+
+def _is_validation_error(answer: bytes) -> bool:
+    try:
+        error = json.loads(answer).get("error") or {}
+    except (ValueError, AttributeError):
+        return False
+    return bool(error.get("code") == -32602 and str(error.get("message", "")).startswith("Validation error"))
+
+
+def invalid_message_problem(body: bytes) -> str | None:
+    """What makes the JSON ``body`` no JSON-RPC 2.0 message, in a few words (None when it is not
+    JSON, or no problem is found here: the SDK's own answer then stands)."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(message, dict):
+        return f"the body is a JSON {json_type(message)}, not a message object"
+    if message.get("jsonrpc") != "2.0":
+        return '"jsonrpc" must be "2.0"'
+    if "method" in message:
+        method, params = message["method"], message.get("params", {})
+        if not isinstance(method, str):
+            return f'"method" must be a string, not a JSON {json_type(method)}'
+        return None if isinstance(params, dict) else f'"params" must be an object, not a JSON {json_type(params)}'
+    if "result" in message or "error" in message:
+        return None
+    return 'a request or notification needs a "method" (a response: "result" or "error")'
 
 
 def _content_length(value: bytes | None) -> int | None:
