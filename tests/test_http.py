@@ -40,6 +40,7 @@ from graph_memory.mcp.http import (
     BearerAuth,
     build_app,
     build_uvicorn,
+    host_port,
     listen_streams_closer,
     readiness,
 )
@@ -95,7 +96,7 @@ def running(db: Path, *, migrate: bool = True, **overrides: Any) -> Iterator[Run
     settings = Settings(file_path=db, http_port=0, **overrides)
     store = Store.open(db, migrate=migrate)
     server = build_server(MemoryService(SqliteBackend(store)))
-    front = build_app(server.server, store, settings)
+    front = build_app(server.server, SqliteBackend(store), settings)
     uv = build_uvicorn(front, settings, on_shutdown=listen_streams_closer(server))
     thread = threading.Thread(target=uv.run, name="uvicorn", daemon=True)
     thread.start()
@@ -576,3 +577,10 @@ def test_healthcheck_in_http_mode_also_asks_the_server_for_readyz(db_path: Path,
     monkeypatch.setenv("MEMORY_HTTP_PORT", str(_free_port()))
     assert cli.main(["--database", str(db_path), "healthcheck"]) == 1
     assert "does not answer" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("host", "port", "expected"), [
+    ("127.0.0.1", 8000, "127.0.0.1:8000"), ("::1", 8000, "[::1]:8000"), ("::", 80, "[::]:80"),
+    ("fe80::1%eth0", 1, "[fe80::1%eth0]:1"), ("localhost", 9, "localhost:9")])
+def test_listening_addresses_bracket_ipv6_as_urls_do(host: str, port: int, expected: str) -> None:
+    assert host_port(host, port) == expected

@@ -451,6 +451,11 @@ def invalid_message_problem(body: bytes) -> str | None:
     return 'a request or notification needs a "method" (a response: "result" or "error")'
 
 
+def host_port(host: str, port: int) -> str:
+    """``host:port`` as in a URL: an IPv6 address in brackets (``[::1]:8000``)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def _content_length(value: bytes | None) -> int | None:
     try:
         return int(value) if value is not None else None
@@ -656,7 +661,7 @@ class GracefulServer(uvicorn.Server):
         await super().startup(sockets)
         if self.started:
             bound = [sock.getsockname()[:2] for srv in self.servers for sock in (srv.sockets or ())]
-            log.info("http_listening", addresses=[f"{h}:{p}" for h, p in bound], path=MCP_PATH,
+            log.info("http_listening", addresses=[host_port(h, p) for h, p in bound], path=MCP_PATH,
                      url=client_url(*bound[0]) if bound else None,
                      auth="a bearer token (MEMORY_HTTP_TOKEN) is required" if self.token_required else "none")
 
