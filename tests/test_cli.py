@@ -27,7 +27,7 @@ from graph_memory.db import store as store_module
 from graph_memory.db.backend import SqliteBackend
 from graph_memory.db.backup import backup_database, destination
 from graph_memory.db.store import Store
-from graph_memory.errors import GraphError, StoreError
+from graph_memory.errors import OutputError, StoreError
 from graph_memory.importer import load_graph
 from graph_memory.legacy import LegacyGraph
 from graph_memory.logs import configure_logging
@@ -434,7 +434,7 @@ def test_backup_destination_is_refused_when_a_file_appears_meanwhile(db_path: Pa
         return real_verify(tmp, target, *rest)
 
     monkeypatch.setattr(backup, "_verify", slow_verify)
-    with pytest.raises(GraphError, match="already exists"):
+    with pytest.raises(OutputError, match="already exists"):
         backup_database(db_path, dest)
     assert dest.read_bytes() == b"someone else's"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.db", "memory.db"]

@@ -17,10 +17,10 @@ from graph_memory.db.store import Store
 from graph_memory.errors import (
     Conflict,
     EntityNotFound,
-    GraphError,
     InvalidInput,
     InvalidQuery,
     LegacyFormatError,
+    OutputError,
     PendingMigrationsError,
     StoreError,
 )
@@ -266,7 +266,7 @@ def test_export_graph_writes_the_file_or_the_stream_and_counts_weights(db_path: 
 
     export_graph(settings, to_stream)
     assert stream.getvalue().count("\n") == 3 and "weight" not in stream.getvalue()
-    with pytest.raises(GraphError, match="is the database itself"):
+    with pytest.raises(OutputError, match="is the database itself"):
         export_graph(settings, db_path)
 
 

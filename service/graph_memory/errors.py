@@ -18,6 +18,8 @@ bug and is logged with its traceback, never shown to the caller.
     │       └── PendingMigrationsError  older than this code: ``graph-memory migrate`` first
     ├── LegacyFormatError           an upstream JSONL/JSON file that cannot be imported as is
     ├── SchemaError                 a typed-tool schema file (MEMORY_SCHEMAS_DIR) that cannot be used
+    ├── OutputError                 a file a command writes (export, backup) cannot be written there
+    ├── ServeError                  the server could not start serving (e.g. its HTTP port is taken)
     └── SettingsError               MEMORY_* settings (or the command's options) that do not validate
 """
 
@@ -58,6 +60,16 @@ class RelationNotFound(GraphError):
 
 class Conflict(GraphError):
     """A write that would break a uniqueness rule (e.g. an observation replaced by one that exists)."""
+
+
+class OutputError(GraphError):
+    """A file a command writes (an export, a backup) cannot be written where asked: it exists
+    (without ``--force``), is the database itself or a directory, or its folder is not writable.
+    Nothing was written there."""
+
+
+class ServeError(GraphError):
+    """The server could not start serving (the HTTP port is taken or cannot be bound)."""
 
 
 class StoreError(GraphError):

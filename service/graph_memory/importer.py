@@ -29,7 +29,7 @@ from typing import Any, BinaryIO, Protocol
 from graph_memory.db.backend import Backend, Graph
 from graph_memory.db.paths import fsync_directory
 from graph_memory.db.records import ImportRecord
-from graph_memory.errors import GraphError, LegacyFormatError
+from graph_memory.errors import GraphError, LegacyFormatError, OutputError
 from graph_memory.hints import graph_memory_command
 from graph_memory.legacy import LegacyGraph, parse_legacy, write_legacy
 from graph_memory.logs import get_logger
@@ -543,7 +543,7 @@ def export_file(path: str | os.PathLike[str], entities: Iterable[Entity], relati
     one keeps its own.
 
     Raises:
-        GraphError: the folder cannot be written (the message names it).
+        OutputError: the folder cannot be written (the message names it).
     """
     target = Path(path).expanduser().absolute()
     try:
@@ -555,7 +555,7 @@ def export_file(path: str | os.PathLike[str], entities: Iterable[Entity], relati
     try:
         fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:
-        raise GraphError(f"cannot write in {target.parent}: {exc.strerror or exc}") from exc
+        raise OutputError(f"cannot write in {target.parent}: {exc.strerror or exc}") from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
             count = write_legacy(entities, relations, out, with_weights=with_weights)
@@ -566,7 +566,7 @@ def export_file(path: str | os.PathLike[str], entities: Iterable[Entity], relati
     except BaseException as exc:
         Path(tmp_name).unlink(missing_ok=True)
         if isinstance(exc, OSError):
-            raise GraphError(f"cannot write {target}: {exc.strerror or exc}; it was left as it was") from exc
+            raise OutputError(f"cannot write {target}: {exc.strerror or exc}; it was left as it was") from exc
         raise
     fsync_directory(target.parent)
     return count

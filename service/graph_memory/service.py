@@ -31,7 +31,7 @@ from graph_memory.db.backend import open_backend as open_backend  # for the CLI'
 from graph_memory.db.backup import BackupResult, GraphCounts
 from graph_memory.db.records import ImportRecord
 from graph_memory.discover import log_hint_if_reference_files
-from graph_memory.errors import Conflict, EntityNotFound, GraphError, InvalidInput
+from graph_memory.errors import Conflict, EntityNotFound, GraphError, InvalidInput, OutputError
 from graph_memory.importer import (
     ImportReport,
     Progress,
@@ -408,13 +408,13 @@ def export_graph(settings: Settings, output: Path | Callable[[Callable[[TextIO],
 
     Raises:
         PendingMigrationsError: migrations are pending. StoreError: no database, or it cannot be read.
-        GraphError: ``output`` is the database file itself.
+        OutputError: ``output`` is the database file itself.
     """
     with opened(settings, "current") as backend:
         snapshot = backend.run_read(_read_graph) if backend.has_graph() else GraphSlice([], [])
     if isinstance(output, Path):
         if output.exists() and output.samefile(backend.path):
-            raise GraphError(f"{output} is the database itself; choose another output file")
+            raise OutputError(f"{output} is the database itself; choose another output file")
         export_file(output, snapshot.entities, snapshot.relations, with_weights=with_weights)
     else:
         output(lambda out: write_legacy(snapshot.entities, snapshot.relations, out, with_weights=with_weights))
@@ -425,7 +425,7 @@ def export_graph(settings: Settings, output: Path | Callable[[Callable[[TextIO],
 def backup(settings: Settings, dest: str, *, force: bool = False,
            progress: Callable[[int, int], None] | None = None) -> BackupResult:
     """``graph-memory backup DEST``: :func:`~graph_memory.db.backup.backup_database` of the existing
-    database (``progress(done, total)`` in pages). Raises: StoreError/GraphError (nothing left at DEST)."""
+    database (``progress(done, total)`` in pages). Raises: StoreError/OutputError (nothing left at DEST)."""
     return backends.backup(settings, dest, force=force, progress=progress)
 
 

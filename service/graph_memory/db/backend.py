@@ -423,7 +423,7 @@ def backup(settings: Settings, dest: str, *, force: bool = False,
     database, also one this version could not serve.
 
     Raises:
-        StoreError, GraphError: leaving nothing at ``dest``.
+        StoreError, OutputError: leaving nothing at ``dest``.
     """
     check_database_path(settings.database_path, must_exist=True)
     return backup_database(settings.database_path, dest, force=force, busy_timeout_ms=settings.busy_timeout_ms,

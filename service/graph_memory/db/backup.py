@@ -23,7 +23,7 @@ from typing import Any
 
 from graph_memory.db.paths import check_database_path, fsync_directory
 from graph_memory.db.store import Connection, Store
-from graph_memory.errors import GraphError, StoreError
+from graph_memory.errors import OutputError, StoreError
 from graph_memory.hints import graph_memory_command, shell_quote
 
 # Pages copied per backup step (4 MiB at the default page size) between chances for writers.
@@ -159,7 +159,7 @@ def backup_database(source: str | os.PathLike[str], dest: str | os.PathLike[str]
     Raises:
         StoreError: the source is missing, not SQLite or unreadable; the copy failed its
             integrity check (it is deleted; the destination is left as it was).
-        GraphError: the destination exists (without ``force``), is the source, or cannot be written.
+        OutputError: the destination exists (without ``force``), is the source, or cannot be written.
     """
     src_path = Path(source).expanduser().absolute()
     check_database_path(src_path, must_exist=True)
@@ -167,16 +167,16 @@ def backup_database(source: str | os.PathLike[str], dest: str | os.PathLike[str]
     target = destination(dest, src_path)
     if target.exists():
         if target.is_dir() or os.path.samefile(target, src_path):
-            raise GraphError(f"{target} is {'a directory' if target.is_dir() else 'the database itself'}; "
+            raise OutputError(f"{target} is {'a directory' if target.is_dir() else 'the database itself'}; "
                              f"choose another destination")
         if not force:
-            raise GraphError(f"{target} already exists; choose another name, or pass --force to replace it")
+            raise OutputError(f"{target} already exists; choose another name, or pass --force to replace it")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         os.close(fd)
     except OSError as exc:
-        raise GraphError(f"cannot write in {target.parent}: {exc.strerror or exc}") from exc
+        raise OutputError(f"cannot write in {target.parent}: {exc.strerror or exc}") from exc
     tmp = Path(tmp_name)
     try:
         pages, restarts = _copy(src_path, tmp, busy_timeout_ms, pages_per_step, progress)
@@ -263,10 +263,10 @@ def _publish(tmp: Path, target: Path, force: bool) -> None:
     try:
         os.link(tmp, target)
     except FileExistsError:
-        raise GraphError(f"{target} already exists; choose another name, or pass --force to replace it") from None
+        raise OutputError(f"{target} already exists; choose another name, or pass --force to replace it") from None
     except OSError:  # no hard links on this file system
         if target.exists():
-            raise GraphError(f"{target} already exists; choose another name, or pass --force to replace it") from None
+            raise OutputError(f"{target} already exists; choose another name, or pass --force to replace it") from None
         os.replace(tmp, target)
         return
     tmp.unlink()

@@ -64,7 +64,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from graph_memory.errors import GraphError, MigrationError
+from graph_memory.errors import MigrationError, ServeError
 from graph_memory.logs import get_logger
 from graph_memory.surrogates import log_replaced, repair_json_bytes
 from graph_memory.wording import json_type, plural
@@ -741,10 +741,10 @@ def serve_http(handle: ServerHandle, backend: Backend, settings: Settings) -> No
     try:
         uv.run()
     except SystemExit as exc:  # uvicorn exits on bind or lifespan-startup failure (already logged)
-        raise GraphError(
+        raise ServeError(
             f"the HTTP server could not start on {settings.http_host}:{settings.http_port} "
             f"(exit {exc.code}); see the log line before this one"
         ) from None
     if not uv.started:
-        raise GraphError(f"the HTTP server did not start on {settings.http_host}:{settings.http_port}; "
+        raise ServeError(f"the HTTP server did not start on {settings.http_host}:{settings.http_port}; "
                          f"see the log for the cause")
