@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import sys
 import weakref
-from typing import Any, Literal
+from typing import Literal
 
 import structlog
 
@@ -65,7 +65,7 @@ def configure_logging(level: str = "info", fmt: Literal["json", "console"] = "js
 
 # Every logger handed out: each caches its configuration at its first use (a lazy proxy replaces
 # its own ``bind``), which configure_logging undoes, so that its last call wins for all of them.
-_loggers: weakref.WeakSet[Any] = weakref.WeakSet()
+_loggers: weakref.WeakSet[structlog.stdlib.BoundLogger] = weakref.WeakSet()
 
 
 def get_logger(name: str) -> structlog.stdlib.BoundLogger:

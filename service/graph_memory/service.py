@@ -74,7 +74,7 @@ class Limits:
         """The limits ``MEMORY_MAX_*`` configure."""
         return cls(settings.max_name_length, settings.max_observation_length, settings.max_batch)
 
-    def batch(self, items: Sequence[Any], what: str) -> None:
+    def batch(self, items: Sequence[object], what: str) -> None:
         """Raises InvalidInput when ``items`` has more than ``max_batch`` elements."""
         if len(items) > self.max_batch:
             raise InvalidInput(f"{what}: {len(items)} items in one call; the limit is {self.max_batch} "

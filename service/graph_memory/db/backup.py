@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from graph_memory.db.paths import check_database_path, fsync_directory
 from graph_memory.db.store import Connection, Store
@@ -77,10 +77,11 @@ def graph_counts(conn: Connection) -> GraphCounts:
     )
 
 
-def _scalar(conn: Connection, sql: str) -> Any:
+def _scalar(conn: Connection, sql: str) -> int:
+    """The integer a one-row, one-column query returns (a count, a max)."""
     row = conn.execute(sql).fetchone()
     assert row is not None, sql
-    return row[0]
+    return int(cast(int, row[0]))
 
 
 def schema_version(conn: Connection) -> int:
@@ -88,7 +89,7 @@ def schema_version(conn: Connection) -> int:
     if conn.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations'"
                     ).fetchone() is None:
         return 0
-    return int(_scalar(conn, "SELECT coalesce(max(id), 0) FROM schema_migrations"))
+    return _scalar(conn, "SELECT coalesce(max(id), 0) FROM schema_migrations")
 
 
 def database_files(path: Path) -> dict[str, int]:

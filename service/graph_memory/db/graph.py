@@ -5,7 +5,7 @@ and CLI open it through :class:`~graph_memory.db.store.Store`), runs plain SQL, 
 objects. Raising any :class:`~graph_memory.errors.GraphError` rolls the whole call back, so a
 rejected batch writes nothing. Semantics follow ``INTERFACE.md``, which follows the reference
 server (``@modelcontextprotocol/server-memory``) wherever it defines them. ``search_nodes`` lives
-in :mod:`graph_memory.db.search`, built on the loaders here (``_load_entities``, ``_slice``).
+in :mod:`graph_memory.db.search`, built on the loaders here (``load_entities``, ``with_neighborhood``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, cast
+from typing import cast
 
 import apsw
 
@@ -35,12 +35,12 @@ from graph_memory.models import (
 )
 
 
-def _unique(items: Iterable[str]) -> list[str]:
+def unique(items: Iterable[str]) -> list[str]:
     """Items in first-occurrence order without repeats."""
     return list(dict.fromkeys(items))
 
 
-def _json(values: Iterable[Any]) -> str:
+def _json(values: Iterable[str | int]) -> str:
     return json.dumps(list(values), ensure_ascii=False)
 
 
@@ -50,7 +50,7 @@ def _json(values: Iterable[Any]) -> str:
 _INLINE_VALUES = 16
 
 
-def _members(values: Sequence[Any]) -> tuple[str, tuple[Any, ...]]:
+def _members(values: Sequence[str] | Sequence[int]) -> tuple[str, tuple[str | int, ...]]:
     """``(sql, params)`` for ``column IN <sql>``: the values bound one by one when there are a few
     (1 to 16), else one JSON array read through ``json_each`` (one statement shape for any count)."""
     if 0 < len(values) <= _INLINE_VALUES:
@@ -74,7 +74,8 @@ def _require_entity(conn: apsw.Connection, name: str) -> int:
     return int(row[0])
 
 
-def _load_entities(conn: apsw.Connection, where: str = "", params: tuple[Any, ...] = ()) -> list[Entity]:
+def load_entities(conn: apsw.Connection, where: str = "", params: tuple[apsw.SQLiteValue, ...] = ()
+                   ) -> list[Entity]:
     """Entities (with observations) selected by ``where`` over ``entities e``, in rowid order."""
     # The columns are INTEGER PRIMARY KEY and two NOT NULL TEXT columns (migrations/0001).
     heads = cast(list[tuple[int, str, str]], conn.execute(
@@ -83,14 +84,14 @@ def _load_entities(conn: apsw.Connection, where: str = "", params: tuple[Any, ..
         return []
     by_id = {row[0]: Entity(row[1], row[2], []) for row in heads}
     if where:
-        _fill_observations(conn, by_id)
+        fill_observations(conn, by_id)
     else:
         for entity_id, content in conn.execute("SELECT entity_id, content FROM observations ORDER BY id"):
             by_id[entity_id].observations.append(content)
     return list(by_id.values())
 
 
-def _fill_observations(conn: apsw.Connection, by_id: dict[int, Entity]) -> None:
+def fill_observations(conn: apsw.Connection, by_id: dict[int, Entity]) -> None:
     """Append to each entity of ``by_id`` (``{entity id: Entity}``) its observations in insertion
     (id) order, read in one query."""
     if not by_id:
@@ -108,7 +109,7 @@ def _entities_named(conn: apsw.Connection, names: Sequence[str]) -> list[Entity]
     if not names:
         return []
     members, params = _members(names)
-    return _load_entities(conn, f"WHERE e.name IN {members}", params)
+    return load_entities(conn, f"WHERE e.name IN {members}", params)
 
 
 def _relations_touching(conn: apsw.Connection, names: Sequence[str]) -> list[Relation]:
@@ -121,12 +122,12 @@ def _relations_touching(conn: apsw.Connection, names: Sequence[str]) -> list[Rel
     return [Relation(*row) for row in rows]
 
 
-def _slice(conn: apsw.Connection, entities: list[Entity]) -> GraphSlice:
+def with_neighborhood(conn: apsw.Connection, entities: list[Entity]) -> GraphSlice:
     """Entities plus the relations touching them and the neighbors those relations reach."""
     names = [e.name for e in entities]
     relations = _relations_touching(conn, names)
     inside = set(names)
-    far = _unique(n for r in relations for n in (r.source, r.target) if n not in inside)
+    far = unique(n for r in relations for n in (r.source, r.target) if n not in inside)
     neighbors = _entities_named(conn, far)
     return GraphSlice(entities, relations, neighbors)
 
@@ -141,7 +142,7 @@ def is_empty(conn: apsw.Connection) -> bool:
 def read_graph(conn: apsw.Connection) -> GraphSlice:
     """Every entity and every relation (dangling ones included), in rowid order;
     ``neighbors`` is always empty."""
-    entities = _load_entities(conn)
+    entities = load_entities(conn)
     relations = [Relation(*row) for row in
                  conn.execute("SELECT from_name, to_name, relation_type, weight FROM relations ORDER BY id")]
     return GraphSlice(entities, relations, [])
@@ -150,7 +151,7 @@ def read_graph(conn: apsw.Connection) -> GraphSlice:
 def open_nodes(conn: apsw.Connection, names: Sequence[str]) -> GraphSlice:
     """The entities with exactly these names (unknown names skipped), in rowid order, with the
     relations that have at least one endpoint among them and their neighbors."""
-    return _slice(conn, _entities_named(conn, names))
+    return with_neighborhood(conn, _entities_named(conn, names))
 
 
 # -- writing ------------------------------------------------------------------------------------
@@ -181,7 +182,7 @@ def _insert_entities(conn: apsw.Connection, entities: Sequence[Entity]) -> list[
         entity_id = insert_entity(conn, entity.name, entity.entity_type)
         if entity_id is None:
             continue
-        observations = _unique(entity.observations)
+        observations = unique(entity.observations)
         insert_observations(conn, [(entity_id, o) for o in observations])
         created.append(Entity(entity.name, entity.entity_type, observations))
     return created
@@ -199,7 +200,7 @@ def create_relations(conn: apsw.Connection, relations: Sequence[Relation]) -> li
         EntityNotFound: an endpoint is not an entity (the whole call is refused, as the reference
             server does since its fix for dangling relations).
     """
-    names = _unique(n for r in relations for n in (r.source, r.target))
+    names = unique(n for r in relations for n in (r.source, r.target))
     known = _entity_ids(conn, names)
     for name in names:
         if name not in known:
@@ -292,7 +293,7 @@ def _add_observations(conn: apsw.Connection, items: Sequence[tuple[str, Sequence
     for name, contents in items:
         entity_id = _require_entity(conn, name)
         added: list[str] = []
-        for content in _unique(contents):
+        for content in unique(contents):
             row = conn.execute(
                 "INSERT INTO observations (entity_id, content) VALUES (?, ?) ON CONFLICT DO NOTHING RETURNING id",
                 (entity_id, content),
@@ -309,15 +310,15 @@ def delete_entities(conn: apsw.Connection, names: Sequence[str]) -> DeleteEntiti
     Unknown names are skipped, not an error; relations that name them are still removed (the
     reference server filters relations by the requested names, whether or not they exist).
     """
-    unique = _unique(names)
-    members, params = _members(unique)
+    requested = unique(names)
+    members, params = _members(requested)
     deleted = [row[0] for row in conn.execute(f"DELETE FROM entities WHERE name IN {members} RETURNING name", params)]
     gone = set(deleted)
-    deleted = [n for n in unique if n in gone]
+    deleted = [n for n in requested if n in gone]
     relations = conn.execute(
         f"DELETE FROM relations WHERE from_name IN {members} OR to_name IN {members} RETURNING id", params + params,
     ).fetchall()
-    return DeleteEntitiesResult(len(unique), deleted, [n for n in unique if n not in gone], len(relations))
+    return DeleteEntitiesResult(len(requested), deleted, [n for n in requested if n not in gone], len(relations))
 
 
 def delete_observations(conn: apsw.Connection, items: Sequence[tuple[str, Sequence[str]]]) -> DeleteObservationsResult:
@@ -330,7 +331,7 @@ def delete_observations(conn: apsw.Connection, items: Sequence[tuple[str, Sequen
             out.results.append(DeletedObservations(name, len(observations), [], found=False))
             continue
         deleted: list[str] = []
-        for content in _unique(observations):
+        for content in unique(observations):
             if conn.execute("DELETE FROM observations WHERE entity_id = ? AND content = ? RETURNING id",
                             (row[0], content)).fetchone() is not None:
                 deleted.append(content)

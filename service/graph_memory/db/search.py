@@ -34,13 +34,14 @@ without them plus a temporary index of just those documents
 
 from __future__ import annotations
 
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import cast
 
 import apsw
 import apsw.fts5query as fq
 
 from graph_memory.db import index
-from graph_memory.db.graph import _fill_observations, _load_entities, _slice, _unique
+from graph_memory.db.graph import fill_observations, load_entities, unique, with_neighborhood
 from graph_memory.errors import InvalidQuery
 from graph_memory.models import MODES, Entity, GraphSlice, Mode
 
@@ -110,14 +111,14 @@ def search_substring(conn: apsw.Connection, query: str, limit: int | None = None
     check_query(query)
     needle = query.lower()
     if not needle:
-        return _slice(conn, _all_entities(conn, limit))
+        return with_neighborhood(conn, _all_entities(conn, limit))
     if not _storable(needle):  # stored text never holds a lone surrogate: nothing can contain this
         return GraphSlice([], [])
     if "\n" in needle:
         candidates = _entities(conn, _substring_heads(conn, needle, None, verify=False))
         matched = [e for e in candidates if entity_matches(e, needle)]
-        return _slice(conn, matched if limit is None else matched[:limit])
-    return _slice(conn, _entities(conn, _substring_heads(conn, needle, limit, verify=True)))
+        return with_neighborhood(conn, matched if limit is None else matched[:limit])
+    return with_neighborhood(conn, _entities(conn, _substring_heads(conn, needle, limit, verify=True)))
 
 
 def _substring_heads(conn: apsw.Connection, needle: str, limit: int | None, *, verify: bool) -> _Heads:
@@ -177,12 +178,12 @@ def search_words(conn: apsw.Connection, query: str, limit: int | None = None) ->
         InvalidQuery: query longer than 2048 characters.
     """
     check_query(query)
-    terms = _unique(t.lower() for t in query.split())
+    terms = unique(t.lower() for t in query.split())
     if not terms:
-        return _slice(conn, _all_entities(conn, limit))
+        return with_neighborhood(conn, _all_entities(conn, limit))
     if not all(_storable(t) for t in terms):  # a term no stored text can contain (lone surrogate)
         return GraphSlice([], [])
-    params: dict[str, Any] = {f"t{i}": t for i, t in enumerate(terms)}
+    params: dict[str, apsw.SQLiteValue] = {f"t{i}": t for i, t in enumerate(terms)}
     checks = " AND ".join(
         f"(instr(s.name, :t{i}) OR instr(s.entity_type, :t{i}) OR instr(s.observations, :t{i}))"
         for i in range(len(terms)))
@@ -198,7 +199,7 @@ def search_words(conn: apsw.Connection, query: str, limit: int | None = None) ->
             f"+ {obs_w} * (instr(s.observations, :t{i}) > 0)" for i in range(len(terms)))
         heads = _fetch(conn, f"SELECT {_HEAD} FROM entity_search s JOIN entities e ON e.id = s.entity_id "
                              f"WHERE {checks} ORDER BY {score} DESC, s.entity_id {_limit(limit)}", params)
-    return _slice(conn, _entities(conn, heads))
+    return with_neighborhood(conn, _entities(conn, heads))
 
 
 # -- fts ------------------------------------------------------------------------------------------
@@ -230,7 +231,7 @@ def search_fts(conn: apsw.Connection, query: str, limit: int | None = None) -> G
         # compile_fts accepts only what FTS5 accepts; this is a safety net, never a raw message.
         raise InvalidQuery(f"the fts query {_excerpt(query)} could not be run by the search index; "
                            f"simplify it or use mode 'words'") from None
-    return _slice(conn, _entities(conn, heads))
+    return with_neighborhood(conn, _entities(conn, heads))
 
 
 def compile_fts(query: str) -> str:
@@ -366,7 +367,7 @@ def _limit(limit: int | None) -> str:
     return "" if limit is None else f"LIMIT {_sql_limit(int(limit))}"
 
 
-def _ranked(conn: apsw.Connection, source: str, params: dict[str, Any], limit: int | None) -> _Heads:
+def _ranked(conn: apsw.Connection, source: str, params: Mapping[str, apsw.SQLiteValue], limit: int | None) -> _Heads:
     """Heads from ``source`` (``FROM {t} f … WHERE {t} MATCH …{current} …``, filled in from
     :func:`graph_memory.db.index.match_tables`) ordered by BM25, ties by rowid.
 
@@ -398,14 +399,14 @@ def _bm25(table: str) -> str:
     return "bm25({}, {}, {}, {})".format(table, *WEIGHTS)
 
 
-def _fetch(conn: apsw.Connection, sql: str, params: dict[str, Any]) -> _Heads:
+def _fetch(conn: apsw.Connection, sql: str, params: Mapping[str, apsw.SQLiteValue]) -> _Heads:
     return cast(_Heads, conn.execute(sql, params).fetchall())
 
 
 def _all_entities(conn: apsw.Connection, limit: int | None) -> list[Entity]:
     if limit is None:
-        return _load_entities(conn)
-    return _load_entities(conn, "WHERE e.id IN (SELECT id FROM entities ORDER BY id LIMIT ?)",
+        return load_entities(conn)
+    return load_entities(conn, "WHERE e.id IN (SELECT id FROM entities ORDER BY id LIMIT ?)",
                           (_sql_limit(limit),))
 
 
@@ -413,5 +414,5 @@ def _entities(conn: apsw.Connection, heads: _Heads) -> list[Entity]:
     """Entities for ``(id, name, type)`` rows, in their order, with their observations (in
     insertion order) read in one query."""
     by_id = {entity_id: Entity(name, entity_type, []) for entity_id, name, entity_type in heads}
-    _fill_observations(conn, by_id)
+    fill_observations(conn, by_id)
     return list(by_id.values())
