@@ -104,7 +104,7 @@ def readiness(backend: Backend) -> tuple[bool, str, int | None]:
     except MigrationError as exc:
         log.warning("not_ready", reason=str(exc))
         return False, "the database's migration history does not match this graph-memory version", None
-    except Exception as exc:  # apsw errors, a closed connection, …
+    except Exception as exc:  # a closed backend, or anything unexpected: not ready
         log.warning("not_ready", reason=repr(exc))
         return False, "database unavailable", None
     if state.pending:
