@@ -28,7 +28,7 @@ from typing import Any
 import anyio
 import psutil
 
-from bench import report, servers, ts_client, workload
+from bench import client_cost, report, servers, ts_client, workload
 from bench.datagen import make_graph
 from bench.stats import flatten, round_medians, spread, summary
 
@@ -360,6 +360,7 @@ async def measure_size(size: int, args: argparse.Namespace, budget: Budget, work
         result["cold_start"] = colds[kind]
         result["cold_start_p50_s"] = sorted(c["first_reply_s"] for c in colds[kind])[len(colds[kind]) // 2]
         out[kind] = result
+    out["python_client_cost"] = measure_client_cost(ours_spec, ops, measured["ours"])
     if ts_sides:
         out["typescript"] = measure_typescript(ts_sides, measured, args, budget, read_graph, size, workdir, errlog)
     if ref_spec:
@@ -382,6 +383,21 @@ async def measure_size(size: int, args: argparse.Namespace, budget: Budget, work
     # CPU that other processes (other people's jobs) took while this size was measured.
     out["load"]["others_busy"] = max(0.0, (busy1 - busy0) - (ours1 - ours0)) / max(1e-9, total1 - total0)
     return out
+
+
+COSTED = ("search_common", "search_broad", "search_broad_summary", "read_graph_summary", "read_graph")
+
+
+def measure_client_cost(spec: servers.ServerSpec, ops: list[workload.Op], measured: dict[str, Any]) -> dict[str, Any]:
+    """The Python client's own work (``bench.client_cost``) on our replies of the operations whose
+    result grows with the graph, captured from the server after the rounds (the graph has its
+    size again); the whole read_graph only where the Python client read it."""
+    args = {op.key: (op.tool, op.make_args(0)) for op in ops}
+    args.update({r.key: ("read_graph", r.args) for r in workload.READS if not r.page_limit})
+    keys = [k for k in COSTED if k in measured["ops"] and k in args]
+    log(f"  Python client's own cost: capturing {', '.join(keys)}")
+    replies = client_cost.capture_replies(spec, clean_env(), [args[k] for k in keys])
+    return {key: client_cost.python_client_cost(line) for key, line in zip(keys, replies, strict=True)}
 
 
 def measure_typescript(sides: list[ts_client.TsSide], measured: dict[str, dict[str, Any]], args: argparse.Namespace,
@@ -484,13 +500,13 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="1000,10000,100000",
-                        help="comma-separated entity counts (default 1000,10000,100000)")
+    parser.add_argument("--sizes", help="comma-separated entity counts (default 10000,100000; with --quick 10000)")
     parser.add_argument("--reference", action="store_true",
                         help="also run the reference server (installed under bench/.reference with npm)")
     parser.add_argument("--reference-max-size", type=int, default=100_000,
                         help="skip the reference server above this many entities (default 100000)")
-    parser.add_argument("--quick", action="store_true", help="fewer samples; docs are not rewritten")
+    parser.add_argument("--quick", action="store_true",
+                        help="fewer samples, 10,000 entities unless --sizes is given; docs are not rewritten")
     parser.add_argument("--mode", choices=["best", "legacy", "auto"], default="best",
                         help="client mode against our server: best (measure both on an empty graph, "
                              "use the lower floor; default), legacy (initialize handshake) or auto (2026-07-28)")
@@ -508,6 +524,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--render", metavar="RESULTS_JSON",
                         help="measure nothing: print the table of a results file and write the docs from it")
     args = parser.parse_args(argv)
+    if args.sizes is None:
+        args.sizes = "10000" if args.quick else "10000,100000"
     try:
         args.sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
     except ValueError:

@@ -94,6 +94,7 @@ def build_plan(sides: list[TsSide], *, rounds: int, floor: int, graph_size: int)
     plan = Plan()
     for side in sides:
         spec = side.spec
+        side.ops = [op for op in side.ops if spec.kind == "ours" or not op.ours_only]
         plan.servers[spec.kind] = {"command": spec.command, "args": list(spec.args), "env": spec.env, "cwd": spec.cwd}
 
     def floor_step(kind: str, key: str, phase: str, count: int, r: int = 0) -> None:

@@ -39,8 +39,10 @@ async function connect(kind) {
     command: s.command, args: s.args, env: { ...process.env, ...s.env }, cwd: s.cwd ?? undefined, stderr: "inherit",
   });
   const client = new Client({ name: "graph-memory-bench", version: "1.0.0" });
-  const conn = { client, transport, clientError: null };
-  client.onerror = (error) => { conn.clientError = String(error?.message ?? error); };
+  const conn = { client, transport, clientErrors: [] };
+  // After refusing an oversized message the transport goes on reading the rest of it (parse
+  // errors): every error is kept, the refusal is recognised among them.
+  client.onerror = (error) => { conn.clientErrors.push(String(error?.message ?? error)); };
   await client.connect(transport);
   await client.listTools(undefined, TIMEOUT);
   conn.pid = transport.pid;
@@ -96,7 +98,8 @@ for (const [i, step] of plan.steps.entries()) {
     // A dropped connection: the client refused a message over its buffer limit (ReadBuffer
     // exceeded maximum size) and closed the transport, or the server went away. Reconnect (a
     // fresh server process on the same data) so the later steps still run.
-    const message = conn.clientError ?? String(error?.message ?? error);
+    const message = conn.clientErrors.find((m) => /exceeded maximum size/.test(m))
+      ?? conn.clientErrors[0] ?? String(error?.message ?? error);
     out({ i, refused: /exceeded maximum size/.test(message) ? "client" : "connection", message,
           maxMessageBytes: STDIO_DEFAULT_MAX_BUFFER_SIZE });
     await conn.client.close().catch(() => {});
