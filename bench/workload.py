@@ -118,7 +118,8 @@ class ValidationClock:
     """Counts the time the official client spends in ``ClientSession.validate_tool_result``:
     checking each structured result against the tool's output schema with ``jsonschema`` (pure
     Python, so it grows with the size of the result). Wraps the method of one connected client;
-    ``last`` is the time of the most recent call, in nanoseconds."""
+    ``last`` is the time of the calls since the last :meth:`reset` (one call, or every page of a
+    paged read), in nanoseconds."""
 
     def __init__(self, client: Client) -> None:
         self.last = 0
@@ -130,7 +131,7 @@ class ValidationClock:
             try:
                 await original(name, result)
             finally:
-                self.last = time.perf_counter_ns() - start
+                self.last += time.perf_counter_ns() - start
 
         session.validate_tool_result = timed  # type: ignore[method-assign]
 
@@ -327,10 +328,11 @@ async def timed_read(client: Client, read: Read) -> tuple[int, int, int, str | N
 
 
 async def run_read(client: Client, kind: str, read: Read, count: int, entities: int, *,
-                   warmup: bool = True) -> Samples | str:
+                   warmup: bool = True, clock: ValidationClock | None = None) -> Samples | str:
     """``count`` samples of ``read``, each after a block of ten empty calls (the floor, in its
     steady state as for every other row: a lone empty call right after a read_graph still pays for
-    the giant reply before it); checks the entity count.
+    the giant reply before it); checks the entity count. With ``clock``, each sample's output-schema
+    check is recorded too (``Samples.op_validation``).
 
     Returns:
         The samples, or the server's refusal (its error text) when it answers with a tool error
@@ -344,12 +346,18 @@ async def run_read(client: Client, kind: str, read: Read, count: int, entities: 
         *_, refused = await timed_read(client, read)
         if refused:
             return refused
+    checks: list[int] = []
     for _ in range(count):
         samples.floor[0] += await measure_floor(client, kind, 10)
+        if clock:
+            clock.reset()
         elapsed, got, _, refused = await timed_read(client, read)
         if refused:
             return refused
         if got != entities:
             raise BenchError(f"{kind} {read.key} returned {got} entities, expected {entities}")
         samples.op[0].append(elapsed)
+        checks.append(clock.last if clock else 0)
+    if clock:
+        samples.op_validation.append(checks)
     return samples
