@@ -160,7 +160,8 @@ def test_both_clients_run_the_same_schedule(both_clients_result: tuple[dict[str,
     from bench import clients_report, report
 
     markdown = report.markdown(result)
-    assert "| operation | Python: ours | reference | speedup | TypeScript: ours | reference | speedup |" in markdown
+    assert ("| operation | Python client: ours | reference | speedup | TypeScript client: ours | reference | speedup |"
+            in markdown)
     assert "## Targets (issue 15)" in markdown and "## Running the benchmark" in markdown
     rows = {row["key"]: row for row in clients_report.rows(size)}
     assert rows["search_broad"]["clients"]["typescript"]["ours"] != "—"
