@@ -1,12 +1,15 @@
 """``python -m bench``: graph-memory against the reference server, over real MCP stdio.
 
-For each graph size: generate the graph (``bench.datagen``), import it with ``graph-memory import``
-(timed), measure cold start, then every operation in alternating blocks (ten empty calls, then ten
-calls of the operation) through the official Python client (``bench.workload``), read_graph, and
-the server's peak RSS; with
-``--reference``, the same against ``@modelcontextprotocol/server-memory`` on its own copy of the
-JSONL file. Results: a table on stdout, JSON under bench/results/, and (full runs) the README
-table text in docs/benchmarks.md and the plot docs/bench.png.
+For each graph size (default 10,000 and 100,000 entities): generate the graph (``bench.datagen``),
+import it with ``graph-memory import`` (timed), measure cold start, then every operation in
+alternating blocks (ten empty calls, then ten calls of the operation) through the official Python
+client (``bench.workload``), the whole-graph reads (whole, summary view and page by page where
+the server advertises them) and the server's peak RSS; with ``--reference``, the same against
+``@modelcontextprotocol/server-memory`` on its own copy of the JSONL file. Then the Python
+client's own work on our largest replies (``bench.client_cost``), and the same schedule through
+the official TypeScript client (``bench.ts_client``) on fresh copies of the data. Results: a
+table on stdout, JSON under bench/results/, and (full runs) the README table text in
+docs/benchmarks.md and the plot docs/bench.png.
 """
 
 from __future__ import annotations
