@@ -10,7 +10,10 @@ at every size:
 * ``RARE_TERM`` appears in exactly one entity (a 1-hit search, a point operation);
 * ``COMMON_TERM`` appears in 1 % of the entities (the result grows with the graph);
 * ``TWO_WORDS`` (a phrase of two words, searched as one substring, the reference server's only
-  mode) appears in 0.1 % of the entities.
+  mode) appears in 0.1 % of the entities;
+* ``BROAD_TERM`` appears in 2.5 % of the entities (a broad search: the reply, with neighbours, is
+  the kind that grows past what a client reads quickly). Its text takes no random draw, so every
+  other byte of the graph is as before it was planted.
 
 The random vocabulary below never contains those strings, so the counts are exact.
 """
@@ -27,6 +30,9 @@ COMMON_TERM = "Kraków"
 TWO_WORDS = "green tea"
 COMMON_EVERY = 100      # 1 % of the entities
 TWO_WORDS_EVERY = 1000  # 0.1 %
+BROAD_TERM = "Vilnius"
+BROAD_EVERY = 40        # 2.5 %
+BROAD_AT = 20           # i % BROAD_EVERY == BROAD_AT
 OBSERVATIONS_PER_ENTITY = 5
 
 FIRST = ["Zoë", "José", "François", "Åsa", "Björn", "Chloé", "Dvořák", "Émile", "Søren", "Łucja",
@@ -109,6 +115,8 @@ def make_graph(n: int, seed: int = 20261130) -> Graph:
             obs[3] = f"Moved to {COMMON_TERM} in {rng.choice(MONTHS)} {rng.randint(2000, 2026)} 🏙️"
         if i % TWO_WORDS_EVERY == 500:
             obs[2] = f"Drinks {TWO_WORDS} every afternoon 🍵"
+        if i % BROAD_EVERY == BROAD_AT:
+            obs[1] = f"Spent a summer in {BROAD_TERM} 🌳"
         if i == n // 2:
             obs[4] = f"Secretly practises the {RARE_TERM} at night 🎶"
         graph.entities.append((name, TYPES[i % len(TYPES)], obs))
@@ -130,4 +138,5 @@ def expected_hits(n: int) -> dict[str, int]:
         "rare": 1 if n else 0,
         "common": sum(1 for i in range(n) if i % COMMON_EVERY == 50),
         "two_words": sum(1 for i in range(n) if i % TWO_WORDS_EVERY == 500),
+        "broad": sum(1 for i in range(n) if i % BROAD_EVERY == BROAD_AT),
     }

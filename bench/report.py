@@ -6,15 +6,15 @@ import math
 from pathlib import Path
 from typing import Any
 
+from bench import clients_report
+
 POINT_TARGET_RATIO = 1.3
 SPEEDUP_TARGETS = {10_000: 10.0, 100_000: 100.0}
 IMPORT_TARGET_S = 15.0
 RSS_TARGET_MB = 150.0
 MIB_IN_MB = 2**20 / 10**6
 COLD_TARGET_S = 1.5
-ORDER = ["search_rare", "search_common", "search_two_words", "search_words_mode", "open_nodes",
-         "create_entities", "create_relations", "add_observations", "update_observations",
-         "delete_observations", "delete_relations", "delete_entities", "read_graph"]
+ORDER = clients_report.ORDER
 
 
 def ms(value: float | None) -> str:
@@ -108,9 +108,14 @@ def text_table(result: dict[str, Any]) -> str:
         lines.append("(ms; floor = the empty calls interleaved with that row; ‡ = ×floor without the client's "
                      "output-schema validation; † = result grows with the graph)")
         lines.append(_facts_line(s))
+        lines += ["", "both official clients side by side (p50 ms; speedup = reference ÷ ours):",
+                  *clients_report.text_table(s), *clients_report.notes(s)]
+        cost = clients_report.client_cost_lines(s)
+        if cost:
+            lines += ["the Python client's own work on our replies (in-process, on a captured reply):", *cost]
     lines.append("")
     lines.append("targets:")
-    for t in targets(result):
+    for t in targets(result) + clients_report.targets(result):
         state = "note" if t.get("info") else "met" if t["met"] else "MISSED" if t["met"] is False else "n/a"
         lines.append(f"  [{state}] {t['target']}: {t['value']}")
     return "\n".join(lines)
@@ -232,6 +237,27 @@ READING = [
 ]
 
 
+RUNNING = [
+    "From the repository root (`bench/` is not part of the installed package): `pip install -e '.[bench]'`, "
+    "then `python -m bench --reference` — 10,000 and 100,000 entities, graph-memory and the reference server, "
+    "through both official clients. It needs Node 18+ and npm: the reference server is installed into "
+    "`bench/.reference` and the TypeScript SDK client into `bench/.ts-client` on first use (both git-ignored; "
+    "`--ts-sdk FOLDER` uses an existing install). A full run rewrites this page, `docs/bench.png` and the "
+    "README's table.",
+    "",
+    "- `--quick` (10,000 entities unless `--sizes` says otherwise; a few minutes): fewer samples, writes "
+    "nothing but `bench/results/`. `--sizes 1000,10000` picks the graphs; `--clients python` leaves the "
+    "TypeScript client out; `--render RESULTS.json` rebuilds the pages from a saved run.",
+    "- The TypeScript client runs `bench/ts_driver.mjs` (`StdioClientTransport`, latencies from "
+    "`performance.now()`), on its own copy of the data, with the schedule the Python client ran; paged reads "
+    "(`limit` + `cursor`, every page) and `view: \"summary\"` run wherever the server's `tools/list` "
+    "advertises them. That client refuses any message over 10 MiB and drops the connection: such a read is "
+    "reported as refused by the client, and the driver reconnects for the next step.",
+    "- To tell whether a change helps, compare two source trees side by side on one database with "
+    "`python -m bench.ab` (the two versions take turns block by block; see its docstring).",
+]
+
+
 def markdown(result: dict[str, Any]) -> str:
     meta = result["meta"]
     v = meta["versions"]
@@ -246,10 +272,14 @@ def markdown(result: dict[str, Any]) -> str:
         f"CPU other jobs took is under Noise). Python {v['python']}, mcp {v['mcp']}, apsw {v['apsw']}, "
         f"SQLite {v['sqlite']}, graph-memory {v['graph_memory']}"
         + (f", Node {v['node']}, reference server `@modelcontextprotocol/server-memory@{v['reference_server']}`"
-           if "reference_server" in v else "") + ".",
+           if "reference_server" in v else "")
+        + (f", TypeScript SDK `@modelcontextprotocol/sdk@{v['ts_sdk']}`" if "ts_sdk" in v else "") + ".",
         "",
-        "Every figure is a round trip through the official Python MCP client (`mcp.Client`) over stdio to "
-        "a server subprocess — what a host application sees. Graphs have 5 observations per entity and as "
+        "Every figure is a round trip through an official MCP client over stdio to a server subprocess — what "
+        "a host application sees: the Python client (`mcp.Client`, what Python agent frameworks run) and, "
+        "where marked, the TypeScript client (`@modelcontextprotocol/sdk` under Node, what Claude Desktop, "
+        "VS Code and Cursor run), each on its own copy of the data and with the same schedule. Graphs have 5 "
+        "observations per entity and as "
         "many relations as entities, with accented, CJK and emoji text. Each row carries its own "
         "**floor**: what an empty `tools/call` costs on the same server process at that moment (ours: "
         "`open_nodes` with no names; the "
@@ -291,7 +321,20 @@ def markdown(result: dict[str, Any]) -> str:
     for size, s in result["sizes"].items():
         ref = s.get("reference")
         has_ref = ref and "skipped" not in ref
-        lines += ["", f"## {int(size):,} entities", ""]
+        lines += ["", f"## {int(size):,} entities", "",
+                  "p50 in milliseconds through each official client; speedup = the reference's p50 ÷ ours. "
+                  "Pages, the summary view and `update_observations` exist only on graph-memory; a reply "
+                  "refused for its size is marked as such (notes below the table).", "",
+                  *clients_report.markdown_table(s)]
+        notes = clients_report.notes(s)
+        if notes:
+            lines += ["", *[f"- {n}" for n in notes]]
+        cost = clients_report.client_cost_lines(s)
+        if cost:
+            lines += ["", "The Python client's own work on our replies (timed in-process on a reply captured from "
+                          "the server; its stdio reader re-joins its buffer for every 64 KiB chunk, its output-"
+                          "schema check is pure-Python `jsonschema`):", "", *[f"- {c}" for c in cost]]
+        lines += ["", f"## {int(size):,} entities, Python client in detail (×floor)", ""]
         if ref and not has_ref:
             lines += [f"Reference server skipped at this size ({ref['skipped']}).", ""]
         elif has_ref:
@@ -323,16 +366,15 @@ def markdown(result: dict[str, Any]) -> str:
         state = ("note" if t.get("info") else "met" if t["met"] else "**missed**" if t["met"] is False
                  else "not judged (size not run)")
         lines.append(f"- {state} — {t['target']}: {t['value']}")
+    lines += ["", "## Targets (issue 15)", "",
+              "Recall that fits a context window, large replies as fast as the bytes allow, through both clients:",
+              ""]
+    for t in clients_report.targets(result):
+        state = "met" if t["met"] else "**missed**" if t["met"] is False else "not judged"
+        lines.append(f"- {state} — {t['target']}: {t['value']}")
     lines += ["", "## Noise", "", _noise(result), "", "## Reading the numbers", "", *READING, "",
               "![latency vs graph size](bench.png)", "",
-              "Reproduce, from the repository root (`bench/` is not part of the installed package): "
-              "`pip install -e '.[bench]'` then `python -m bench --reference` (about 25 minutes; the reference "
-              "server needs Node 18+ and npm, and is installed into `bench/.reference` on first use). A full run "
-              "rewrites this page, `docs/bench.png` and the README's table; `--quick --sizes 1000,10000` is a "
-              "smoke run that writes nothing but `bench/results/`, and `--render RESULTS.json` rebuilds the "
-              "pages from a saved run. To tell whether a change helps, compare two source trees side by side on "
-              "one database with `python -m bench.ab` (the two versions take turns block by block; see its "
-              "docstring).", ""]
+              "## Running the benchmark", "", *RUNNING, ""]
     return "\n".join(lines)
 
 
@@ -352,8 +394,9 @@ def _noise(result: dict[str, Any]) -> str:
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
-    """Latency p50 vs graph size, log axes: a few key operations for us and the reference, and
-    both floors (read_graph is left out: its time is the client's, see the Markdown)."""
+    """Latency p50 vs graph size, log axes, one panel per official client: a few key operations
+    (read_graph included: its time is mostly the client's) for us and the reference, and both
+    floors."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -362,36 +405,39 @@ def plot(result: dict[str, Any], path: Path) -> None:
     sizes = sorted(int(k) for k in result["sizes"])
     keys = [("open_nodes", "open_nodes", "tab:blue"), ("add_observations", "add_observations", "tab:orange"),
             ("search_rare", "search_nodes (rare term)", "tab:green"),
-            ("search_common", "search_nodes (1 % of entities)", "tab:purple"),
-            ("create_entities", "create_entities", "tab:red")]
-    fig, ax = plt.subplots(figsize=(9, 6), dpi=110)
-    for key, label, color in keys:
-        ours = [(n, result["sizes"][str(n)]["ours"]["ops"].get(key, {}).get("p50")) for n in sizes]
-        ours = [(n, v) for n, v in ours if v]
-        if ours:
-            ax.plot(*zip(*ours, strict=True), marker="o", color=color, label=f"{label} — graph-memory")
-        ref = [(n, _ops(result["sizes"][str(n)].get("reference")).get(key, {}).get("p50")) for n in sizes]
-        ref = [(n, v) for n, v in ref if v]
-        if ref:
-            ax.plot(*zip(*ref, strict=True), marker="s", linestyle="--", color=color, alpha=0.8,
-                    label=f"{label} — reference")
-    floor = [(n, result["sizes"][str(n)]["ours"]["floor"]["p50"]) for n in sizes]
-    ax.plot(*zip(*floor, strict=True), color="black", linewidth=2, label="empty call (floor) — graph-memory")
-    rfloor = [(n, result["sizes"][str(n)]["reference"]["floor"]["p50"]) for n in sizes
-              if _ops(result["sizes"][str(n)].get("reference"))]
-    if rfloor:
-        ax.plot(*zip(*rfloor, strict=True), color="gray", linewidth=2, linestyle="--",
-                label="empty call (floor) — reference")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
-    ax.set_xlabel("entities in the graph (5 observations each, as many relations)")
-    ax.set_ylabel("latency p50 per call, ms (official Python client over stdio)")
+            ("search_broad", "search_nodes (2.5 % of entities)", "tab:purple"),
+            ("read_graph", "read_graph (whole graph)", "tab:red"),
+            ("read_graph_paged", "read_graph, every page", "tab:brown")]
+    clients = [c for c in clients_report.CLIENTS
+               if any(c in clients_report.sides(result["sizes"][str(n)]) for n in sizes)]
+    fig, axes = plt.subplots(1, len(clients), figsize=(7.5 * len(clients), 6.5), dpi=110, sharey=True,
+                             squeeze=False)
+    for ax, client in zip(axes[0], clients, strict=True):
+        pairs = {n: clients_report.sides(result["sizes"][str(n)]).get(client) for n in sizes}
+        for key, label, color in keys:
+            for index, (who, style) in enumerate((("graph-memory", "-"), ("reference", "--"))):
+                points = [(n, clients_report.cell(p[index], key)[0]) for n, p in pairs.items() if p]
+                points = [(n, v) for n, v in points if v]
+                if points:
+                    ax.plot(*zip(*points, strict=True), marker="os"[index], linestyle=style, color=color,
+                            alpha=1.0 if index == 0 else 0.8, label=f"{label} — {who}")
+        for index, (who, color) in enumerate((("graph-memory", "black"), ("reference", "gray"))):
+            sides = [(n, p[index]) for n, p in pairs.items() if p]
+            floor = [(n, side["floor"]["p50"]) for n, side in sides if side]
+            if floor:
+                ax.plot(*zip(*floor, strict=True), color=color, linewidth=2, linestyle="-" if index == 0 else "--",
+                        label=f"empty call (floor) — {who}")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
+        ax.set_xlabel("entities in the graph (5 observations each, as many relations)")
+        ax.set_title(clients_report.CLIENTS[client], fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left", ncol=2)
+    axes[0][0].set_ylabel("latency p50 per call, ms (over stdio)")
     meta = result["meta"]
-    ax.set_title(f"graph-memory vs @modelcontextprotocol/server-memory — {meta['date'][:10]}, "
+    fig.suptitle(f"graph-memory vs @modelcontextprotocol/server-memory — {meta['date'][:10]}, "
                  f"{meta['machine']['cpus']}-core {meta['machine']['cpu']}", fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7.5, loc="upper left", ncol=2)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

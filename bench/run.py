@@ -1,12 +1,15 @@
 """``python -m bench``: graph-memory against the reference server, over real MCP stdio.
 
-For each graph size: generate the graph (``bench.datagen``), import it with ``graph-memory import``
-(timed), measure cold start, then every operation in alternating blocks (ten empty calls, then ten
-calls of the operation) through the official Python client (``bench.workload``), read_graph, and
-the server's peak RSS; with
-``--reference``, the same against ``@modelcontextprotocol/server-memory`` on its own copy of the
-JSONL file. Results: a table on stdout, JSON under bench/results/, and (full runs) the README
-table text in docs/benchmarks.md and the plot docs/bench.png.
+For each graph size (default 10,000 and 100,000 entities): generate the graph (``bench.datagen``),
+import it with ``graph-memory import`` (timed), measure cold start, then every operation in
+alternating blocks (ten empty calls, then ten calls of the operation) through the official Python
+client (``bench.workload``), the whole-graph reads (whole, summary view and page by page where
+the server advertises them) and the server's peak RSS; with ``--reference``, the same against
+``@modelcontextprotocol/server-memory`` on its own copy of the JSONL file. Then the Python
+client's own work on our largest replies (``bench.client_cost``), and the same schedule through
+the official TypeScript client (``bench.ts_client``) on fresh copies of the data. Results: a
+table on stdout, JSON under bench/results/, and (full runs) the README table text in
+docs/benchmarks.md and the plot docs/bench.png.
 """
 
 from __future__ import annotations
@@ -21,14 +24,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
 import psutil
 
-from bench import report, servers, workload
+from bench import client_cost, report, servers, ts_client, workload
 from bench.datagen import make_graph
 from bench.stats import flatten, round_medians, spread, summary
 
@@ -163,6 +166,7 @@ class Side:
     heavy_per_round: int | None
     samples: dict[str, workload.Samples]
     clock: workload.ValidationClock | None = None
+    reads: list[workload.Read] = field(default_factory=list)
 
 
 def _net(times: list[list[int]], checks: list[list[int]]) -> list[int]:
@@ -170,25 +174,26 @@ def _net(times: list[list[int]], checks: list[list[int]]) -> list[int]:
     return [t - c for t, c in zip(flatten(times), flatten(checks), strict=True)]
 
 
-def _op_stats(samples: workload.Samples, op: workload.Op | None) -> dict[str, Any]:
+def op_stats(samples: workload.Samples, label: str, point: bool) -> dict[str, Any]:
     op_stats = summary(flatten(samples.op))
     floor_stats = summary(flatten(samples.floor))
     medians = round_medians(samples.op)
     ratios = [o / f for o, f in zip(medians, round_medians(samples.floor), strict=True)]
     validation: dict[str, Any] = {}
     if samples.op_validation:
+        validation["validation_p50"] = summary(flatten(samples.op_validation))["p50"]
+    if samples.op_validation and samples.floor_validation:
         # The same ratio with the client's jsonschema check of the result taken out of both the
         # operation and its floor: what the server and the transport cost, without the client's
         # (pure-Python) validation, which grows with the size of the result.
         net_op, net_floor = summary(_net(samples.op, samples.op_validation)), \
             summary(_net(samples.floor, samples.floor_validation))
-        validation = {"validation_p50": summary(flatten(samples.op_validation))["p50"],
-                      "floor_validation_p50": summary(flatten(samples.floor_validation))["p50"],
-                      "net_p50": net_op["p50"], "net_floor_p50": net_floor["p50"],
-                      "net_ratio": net_op["p50"] / net_floor["p50"]}
+        validation.update({"floor_validation_p50": summary(flatten(samples.floor_validation))["p50"],
+                           "net_p50": net_op["p50"], "net_floor_p50": net_floor["p50"],
+                           "net_ratio": net_op["p50"] / net_floor["p50"]})
     return {
-        "label": op.label if op else "read_graph (whole graph)",
-        "point": op.point if op else False,
+        "label": label,
+        "point": point,
         **op_stats,
         "floor_p50": floor_stats["p50"],
         # ×floor: p50 of the operation ÷ p50 of the empty calls interleaved with it (blocks).
@@ -214,9 +219,13 @@ async def measure_sides(specs: list[tuple[servers.ServerSpec, list[workload.Op],
         out: dict[str, dict[str, Any]] = {}
         for side in sides:
             kind = side.spec.kind
-            await side.client.list_tools()
+            # Paging and the summary view run where the server's inputSchema advertises them.
+            tools = workload.advertised(await side.client.list_tools())
+            side.ops = workload.supported(side.ops, tools)
+            side.reads = workload.supported(workload.READS, tools, "read_graph")
             await workload.measure_floor(side.client, kind, 20)
-            out[kind] = {"mode": side.spec.mode, "protocol": str(side.client.protocol_version)}
+            out[kind] = {"mode": side.spec.mode, "protocol": str(side.client.protocol_version),
+                         "tools": {name: sorted(args) for name, args in tools.items()}, "refused": {}}
         # Floor blocks, interleaved in slices.
         floors: dict[str, list[int]] = {s.spec.kind: [] for s in sides}
         noops: dict[str, list[int]] = {s.spec.kind: [] for s in sides}
@@ -236,18 +245,37 @@ async def measure_sides(specs: list[tuple[servers.ServerSpec, list[workload.Op],
         for side in sides:
             kind = side.spec.kind
             out[kind]["peak_rss_mb_ops"] = servers.peak_rss_mb(side.pid)
-            if read_graph.get(kind):
-                log(f"  {kind}: read_graph × {read_graph[kind]}")
-                side.samples["read_graph"] = await workload.run_read_graph(
-                    side.client, kind, read_graph[kind], graph_size, warmup=graph_size < 100_000)
+            for read in side.reads:
+                count = read_count(read, read_graph.get(kind, 0))
+                if not count:
+                    continue
+                log(f"  {kind}: {read.key} × {count}")
+                got = await workload.run_read(side.client, kind, read, count, graph_size,
+                                              warmup=graph_size < 100_000, clock=side.clock)
+                if isinstance(got, str):
+                    out[kind]["refused"][read.key] = f"refused by the server: {got}"
+                else:
+                    side.samples[read.key] = got
             out[kind]["peak_rss_mb"] = servers.peak_rss_mb(side.pid)
     for side in sides:
         kind = side.spec.kind
-        labels = {op.key: op for op in side.ops}
+        labels = labels_of(side.ops, side.reads)
         out[kind]["floor"] = summary(floors[kind])
         out[kind]["noop"] = summary(noops[kind])
-        out[kind]["ops"] = {key: _op_stats(s, labels.get(key)) for key, s in side.samples.items()}
+        out[kind]["ops"] = {key: op_stats(s, *labels[key]) for key, s in side.samples.items()}
     return out
+
+
+def read_count(read: workload.Read, whole: int) -> int:
+    """Samples of ``read`` given ``whole``, the budget's samples of the whole-graph read_graph at
+    this size: a paged walk or the summary view takes at least one even where the whole reply is
+    skipped (the size where it is too large to read quickly, or at all through the TS client)."""
+    return whole if read.key == "read_graph" else max(1, whole)
+
+
+def labels_of(ops: list[workload.Op], reads: list[workload.Read]) -> dict[str, tuple[str, bool]]:
+    """key → (table label, point operation?) of every operation and read."""
+    return {**{op.key: (op.label, op.point) for op in ops}, **{r.key: (r.label, False) for r in reads}}
 
 
 def _cpu_busy() -> tuple[float, float, float]:
@@ -315,6 +343,19 @@ async def measure_size(size: int, args: argparse.Namespace, budget: Budget, work
         sides.append((ref_spec, workload.build_ops(graph, ref_warmup + budget.rounds * ref_per_round),
                       ref_per_round, ref_warmup, None))
         read_graph["reference"] = min(budget.read_graph(size), max(1, budget.read_graph(size) // 2))
+    ts_sides: list[ts_client.TsSide] = []
+    if "typescript" in args.clients:
+        # The TypeScript client gets its own copies of the data as imported: both clients start
+        # from the same graph (the Python rounds' writes would collide with the same targets).
+        ts_db = workdir / f"ts-ours-{size}.db"
+        for suffix in ("", "-wal", "-shm"):
+            if Path(f"{database}{suffix}").exists():
+                shutil.copy(f"{database}{suffix}", f"{ts_db}{suffix}")
+        ts_sides.append(ts_client.TsSide(servers.ours(ts_db, ours_mode), ops, *sides[0][2:], reads=[]))
+        if ref_spec:
+            ts_ref = workdir / f"ts-reference-{size}.jsonl"
+            shutil.copy(jsonl, ts_ref)
+            ts_sides.append(ts_client.TsSide(servers.reference(ts_ref), *sides[1][1:], reads=[]))
     log(f"  measuring: ours {budget.rounds}×{budget.per_round} samples/op"
         + (f", reference {budget.rounds}×{ref_per_round}" if ref_spec else ""))
     measured = await measure_sides(sides, rounds=budget.rounds, floor=budget.floor, read_graph=read_graph,
@@ -323,6 +364,9 @@ async def measure_size(size: int, args: argparse.Namespace, budget: Budget, work
         result["cold_start"] = colds[kind]
         result["cold_start_p50_s"] = sorted(c["first_reply_s"] for c in colds[kind])[len(colds[kind]) // 2]
         out[kind] = result
+    out["python_client_cost"] = measure_client_cost(ours_spec, ops, measured["ours"])
+    if ts_sides:
+        out["typescript"] = measure_typescript(ts_sides, measured, args, budget, read_graph, size, workdir, errlog)
     if ref_spec:
         out["reference"]["samples_note"] = (f"{budget.rounds}×{ref_per_round} samples per operation "
                                             f"(it rereads and rewrites its whole file on every call)")
@@ -342,6 +386,47 @@ async def measure_size(size: int, args: argparse.Namespace, budget: Budget, work
     out["load"]["machine_busy"] = (busy1 - busy0) / max(1e-9, total1 - total0)
     # CPU that other processes (other people's jobs) took while this size was measured.
     out["load"]["others_busy"] = max(0.0, (busy1 - busy0) - (ours1 - ours0)) / max(1e-9, total1 - total0)
+    return out
+
+
+COSTED = ("search_common", "search_broad", "search_broad_summary", "read_graph_summary", "read_graph")
+
+
+def measure_client_cost(spec: servers.ServerSpec, ops: list[workload.Op], measured: dict[str, Any]) -> dict[str, Any]:
+    """The Python client's own work (``bench.client_cost``) on our replies of the operations whose
+    result grows with the graph, captured from the server after the rounds (the graph has its
+    size again); the whole read_graph only where the Python client read it."""
+    args = {op.key: (op.tool, op.make_args(0)) for op in ops}
+    args.update({r.key: ("read_graph", r.args) for r in workload.READS if not r.page_limit})
+    keys = [k for k in COSTED if k in measured["ops"] and k in args]
+    log(f"  Python client's own cost: capturing {', '.join(keys)}")
+    replies = client_cost.capture_replies(spec, clean_env(), [args[k] for k in keys])
+    return {key: client_cost.python_client_cost(line) for key, line in zip(keys, replies, strict=True)}
+
+
+def measure_typescript(sides: list[ts_client.TsSide], measured: dict[str, dict[str, Any]], args: argparse.Namespace,
+                       budget: Budget, read_graph: dict[str, int], size: int, workdir: Path,
+                       errlog: Any) -> dict[str, Any]:
+    """The schedule the Python client just ran, through the TypeScript client on fresh copies of
+    the data; each server runs what its tools/list advertised to the Python client."""
+    for side in sides:
+        tools = {name: set(a) for name, a in measured[side.spec.kind]["tools"].items()}
+        side.ops = workload.supported(side.ops, tools)
+        side.reads = [(r, read_count(r, read_graph.get(side.spec.kind, 0)))
+                      for r in workload.supported(workload.READS, tools, "read_graph")]
+    log(f"  TypeScript client ({', '.join(s.spec.kind for s in sides)})")
+    plan = ts_client.build_plan(sides, rounds=budget.rounds, floor=budget.floor, graph_size=size)
+    results = ts_client.run(plan, args.ts_sdk, workdir, errlog, clean_env())
+    out: dict[str, Any] = {}
+    for side in sides:
+        res = results[side.spec.kind]
+        labels = labels_of(side.ops, [r for r, _ in side.reads])
+        out[side.spec.kind] = {
+            "floor": summary(res.floor), "noop": summary(res.noop),
+            "ops": {key: op_stats(s, *labels[key]) for key, s in res.samples.items()},
+            "refused": res.refused, "pages": res.pages,
+            "peak_rss_mb_ops": res.peak_rss_mb_ops, "peak_rss_mb": res.peak_rss_mb,
+        }
     return out
 
 
@@ -384,13 +469,15 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": servers.machine(),
         "versions": servers.versions(),
-        "args": {"sizes": args.sizes, "reference": args.reference, "quick": args.quick,
+        "args": {"sizes": args.sizes, "reference": args.reference, "quick": args.quick, "clients": args.clients,
                  "mode": args.mode, "reference_max_size": args.reference_max_size},
         "loadavg_start": os.getloadavg(),
         "workdir": str(workdir),
     }
     if args.reference:
         meta["versions"]["reference_server"] = servers.ensure_reference()
+    if "typescript" in args.clients:
+        args.ts_sdk, meta["versions"]["ts_sdk"] = ts_client.ensure_sdk(args.ts_sdk)
     log(f"workdir {workdir}; machine {meta['machine']['cpu']} ×{meta['machine']['cpus']}; "
         f"load {meta['loadavg_start'][0]:.2f}")
 
@@ -417,16 +504,22 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="1000,10000,100000",
-                        help="comma-separated entity counts (default 1000,10000,100000)")
+    parser.add_argument("--sizes", help="comma-separated entity counts (default 10000,100000; with --quick 10000)")
     parser.add_argument("--reference", action="store_true",
                         help="also run the reference server (installed under bench/.reference with npm)")
     parser.add_argument("--reference-max-size", type=int, default=100_000,
                         help="skip the reference server above this many entities (default 100000)")
-    parser.add_argument("--quick", action="store_true", help="fewer samples; docs are not rewritten")
+    parser.add_argument("--quick", action="store_true",
+                        help="fewer samples, 10,000 entities unless --sizes is given; docs are not rewritten")
     parser.add_argument("--mode", choices=["best", "legacy", "auto"], default="best",
                         help="client mode against our server: best (measure both on an empty graph, "
                              "use the lower floor; default), legacy (initialize handshake) or auto (2026-07-28)")
+    parser.add_argument("--clients", default="python,typescript",
+                        help="official MCP clients to measure through: python (mcp.Client), typescript "
+                             "(@modelcontextprotocol/sdk under Node, installed into bench/.ts-client with npm); "
+                             "default both")
+    parser.add_argument("--ts-sdk", type=Path, metavar="FOLDER",
+                        help="a folder whose node_modules holds @modelcontextprotocol/sdk (default: bench/.ts-client)")
     parser.add_argument("--out", help="JSON results file (default bench/results/bench-<timestamp>.json)")
     parser.add_argument("--docs", action=argparse.BooleanOptionalAction, default=None,
                         help="write docs/benchmarks.md and docs/bench.png (default: on for full runs)")
@@ -435,10 +528,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--render", metavar="RESULTS_JSON",
                         help="measure nothing: print the table of a results file and write the docs from it")
     args = parser.parse_args(argv)
+    if args.sizes is None:
+        args.sizes = "10000" if args.quick else "10000,100000"
     try:
         args.sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
     except ValueError:
         parser.error("--sizes takes comma-separated integers, e.g. 1000,10000")
+    args.clients = [c.strip() for c in args.clients.split(",") if c.strip()]
+    if "python" not in args.clients or not set(args.clients) <= {"python", "typescript"}:
+        parser.error("--clients takes python or python,typescript (the Python client's run sets the schedule)")
     if not args.sizes or min(args.sizes) < 100:
         parser.error("sizes must be at least 100 entities")
     if args.docs is None and not args.render:   # --render decides from the saved run (see main)

@@ -89,18 +89,25 @@ def ensure_reference() -> str:
     """
     package_json = REFERENCE_ENTRY.parent.parent / "package.json"
     if not REFERENCE_ENTRY.exists():
-        npm = shutil.which("npm")
-        if npm is None:
-            raise BenchError("npm is not on PATH; install the reference server by hand: "
-                             f"npm install --prefix {REFERENCE_DIR} {REFERENCE_PACKAGE}@{REFERENCE_VERSION}")
-        REFERENCE_DIR.mkdir(parents=True, exist_ok=True)
-        print(f"installing {REFERENCE_PACKAGE}@{REFERENCE_VERSION} into {REFERENCE_DIR} …", file=sys.stderr)
-        subprocess.run([npm, "install", "--no-save", "--no-package-lock", "--no-audit", "--no-fund",
-                        "--prefix", str(REFERENCE_DIR), f"{REFERENCE_PACKAGE}@{REFERENCE_VERSION}"],
-                       check=True, stdout=subprocess.DEVNULL)
+        npm_install(REFERENCE_DIR, f"{REFERENCE_PACKAGE}@{REFERENCE_VERSION}")
     import json
 
     return str(json.loads(package_json.read_text())["version"])
+
+
+def npm_install(prefix: Path, package: str) -> None:
+    """``npm install`` ``package`` (``name@version``) into ``prefix``/node_modules (git-ignored).
+
+    Raises:
+        BenchError: npm is not on PATH (the message gives the command to run by hand).
+    """
+    npm = shutil.which("npm")
+    if npm is None:
+        raise BenchError(f"npm is not on PATH; install by hand: npm install --prefix {prefix} {package}")
+    prefix.mkdir(parents=True, exist_ok=True)
+    print(f"installing {package} into {prefix} …", file=sys.stderr)
+    subprocess.run([npm, "install", "--no-save", "--no-package-lock", "--no-audit", "--no-fund",
+                    "--prefix", str(prefix), package], check=True, stdout=subprocess.DEVNULL)
 
 
 def server_pid(spec: ServerSpec) -> int:

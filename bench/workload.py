@@ -24,7 +24,18 @@ from typing import Any
 
 from mcp import Client
 
-from bench.datagen import COMMON_EVERY, COMMON_TERM, RARE_TERM, TWO_WORDS, TWO_WORDS_EVERY, Graph, expected_hits
+from bench.datagen import (
+    BROAD_AT,
+    BROAD_EVERY,
+    BROAD_TERM,
+    COMMON_EVERY,
+    COMMON_TERM,
+    RARE_TERM,
+    TWO_WORDS,
+    TWO_WORDS_EVERY,
+    Graph,
+    expected_hits,
+)
 from bench.servers import NOOP_TOOL, BenchError
 
 Args = dict[str, Any]
@@ -34,7 +45,10 @@ Args = dict[str, Any]
 class Op:
     """One measured operation: ``key`` (stable id in the JSON), ``label`` (table row), the tool,
     whether it is a point operation (constant work at any graph size), whether only our server
-    has it, an argument factory by sample index and an optional check of the result."""
+    has it, an argument factory by sample index and an optional check of the result (``entities``:
+    how many entities the result must hold, checked by either client). ``needs``: arguments the
+    tool's ``inputSchema`` must advertise for the operation to run on a server (see
+    :func:`supported`)."""
 
     key: str
     label: str
@@ -43,6 +57,48 @@ class Op:
     make_args: Callable[[int], Args]
     ours_only: bool = False
     check: Callable[[Any], str | None] | None = None
+    entities: int | None = None
+    needs: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.check is None and self.entities is not None:
+            self.check = _entities_count(self.entities)
+
+
+PAGE_LIMIT = 1_000   # page size of the whole-graph walk (entities and relations per page)
+FIRST_PAGE = 100     # the single-page read: a 100-entity page, whatever the graph's size
+
+
+@dataclass(frozen=True)
+class Read:
+    """A read of the whole graph, timed after the rounds (few samples: the reply grows with the
+    graph): ``args`` of ``read_graph``; with ``page_limit``, one sample is a walk through every
+    page (``limit`` + each reply's ``nextCursor`` as ``cursor``)."""
+
+    key: str
+    label: str
+    args: Args
+    page_limit: int | None = None
+    needs: tuple[str, ...] = ()
+
+
+READS = [
+    Read("read_graph_paged", f"read_graph page by page (limit {PAGE_LIMIT:,}, every page)", {},
+         page_limit=PAGE_LIMIT, needs=("limit", "cursor")),
+    Read("read_graph_summary", "read_graph view=summary (whole graph)", {"view": "summary"}, needs=("view",)),
+    Read("read_graph", "read_graph (whole graph)", {}),
+]
+
+
+def advertised(tools: Any) -> dict[str, set[str]]:
+    """Tool name → the argument names its ``inputSchema`` declares, from a ``tools/list`` result."""
+    return {t.name: set((t.input_schema or {}).get("properties", {})) for t in tools.tools}
+
+
+def supported(items: list[Any], tools: dict[str, set[str]], tool: str | None = None) -> list[Any]:
+    """The operations (or reads, of ``tool``) a server can run: its tool exists and its
+    ``inputSchema`` advertises every argument the operation needs (paging, the summary view)."""
+    return [x for x in items if (tool or x.tool) in tools and set(x.needs) <= tools[tool or x.tool]]
 
 
 @dataclass
@@ -62,7 +118,8 @@ class ValidationClock:
     """Counts the time the official client spends in ``ClientSession.validate_tool_result``:
     checking each structured result against the tool's output schema with ``jsonschema`` (pure
     Python, so it grows with the size of the result). Wraps the method of one connected client;
-    ``last`` is the time of the most recent call, in nanoseconds."""
+    ``last`` is the time of the calls since the last :meth:`reset` (one call, or every page of a
+    paged read), in nanoseconds."""
 
     def __init__(self, client: Client) -> None:
         self.last = 0
@@ -74,7 +131,7 @@ class ValidationClock:
             try:
                 await original(name, result)
             finally:
-                self.last = time.perf_counter_ns() - start
+                self.last += time.perf_counter_ns() - start
 
         session.validate_tool_result = timed  # type: ignore[method-assign]
 
@@ -100,7 +157,8 @@ def build_ops(graph: Graph, total: int, seed: int = 7) -> list[Op]:
     """The operations, with ``total`` distinct targets each (warm-up included)."""
     n = len(graph.entities)
     names = [e[0] for e in graph.entities]
-    planted = {n // 2} | {i for i in range(n) if i % COMMON_EVERY == 50 or i % TWO_WORDS_EVERY == 500}
+    planted = {n // 2} | {i for i in range(n) if i % COMMON_EVERY == 50 or i % TWO_WORDS_EVERY == 500
+                          or i % BROAD_EVERY == BROAD_AT}
     pool = [i for i in range(n) if i not in planted]
     rng = random.Random(seed + n)
     rng.shuffle(pool)
@@ -128,16 +186,22 @@ def build_ops(graph: Graph, total: int, seed: int = 7) -> list[Op]:
 
     return [
         Op("search_rare", f"search_nodes, rare term ('{RARE_TERM}', 1 hit)", "search_nodes", True,
-           lambda g: {"query": RARE_TERM}, check=_entities_count(hits["rare"])),
+           lambda g: {"query": RARE_TERM}, entities=hits["rare"]),
         Op("search_common", f"search_nodes, common term ('{COMMON_TERM}', 1 % of entities)", "search_nodes",
-           False, lambda g: {"query": COMMON_TERM}, check=_entities_count(hits["common"])),
+           False, lambda g: {"query": COMMON_TERM}, entities=hits["common"]),
+        Op("search_broad", f"search_nodes, broad term ('{BROAD_TERM}', 2.5 %), default reply", "search_nodes",
+           False, lambda g: {"query": BROAD_TERM}, entities=hits["broad"]),
+        Op("search_broad_summary", f"search_nodes view=summary ('{BROAD_TERM}', 2.5 %)", "search_nodes",
+           False, lambda g: {"query": BROAD_TERM, "view": "summary"}, entities=hits["broad"], needs=("view",)),
         Op("search_two_words", f"search_nodes, two words ('{TWO_WORDS}', 0.1 %)", "search_nodes", False,
-           lambda g: {"query": TWO_WORDS}, check=_entities_count(hits["two_words"])),
+           lambda g: {"query": TWO_WORDS}, entities=hits["two_words"]),
         Op("search_words_mode", "search_nodes mode=words ('tea green', 0.1 %)", "search_nodes", False,
-           lambda g: {"query": "tea green", "mode": "words"}, ours_only=True,
-           check=_entities_count(hits["two_words"])),
+           lambda g: {"query": "tea green", "mode": "words"}, ours_only=True, entities=hits["two_words"],
+           needs=("mode",)),
+        Op("read_graph_page", f"read_graph, first page (limit {FIRST_PAGE})", "read_graph", False,
+           lambda g: {"limit": FIRST_PAGE}, needs=("limit",)),
         Op("open_nodes", "open_nodes (1 name)", "open_nodes", True,
-           lambda g: {"names": [names[opened[g]]]}, check=_entities_count(1)),
+           lambda g: {"names": [names[opened[g]]]}, entities=1),
         Op("create_entities", "create_entities (1 entity, 5 observations)", "create_entities", True,
            lambda g: {"entities": [{"name": new_name(g), "entityType": "person", "observations": [
                f"Joined the benchmark in round {g} 🎉", "Speaks Português and 日本語",
@@ -240,18 +304,60 @@ async def run_round(client: Client, kind: str, ops: list[Op], out: dict[str, Sam
             samples.floor_validation.append(floor_checks)
 
 
-async def run_read_graph(client: Client, kind: str, count: int, entities: int, *, warmup: bool = True) -> Samples:
-    """``count`` read_graph calls, each after a block of ten empty calls (the floor, in its steady
-    state as for every other row: a lone empty call right after a read_graph still pays for the
-    giant reply before it); checks the entity count."""
+async def timed_read(client: Client, read: Read) -> tuple[int, int, int, str | None]:
+    """One sample of ``read``: (nanoseconds, entities received, pages, the server's error text or
+    None). A paged read follows ``nextCursor`` to the last page, timed as a whole."""
+    start = time.perf_counter_ns()
+    entities = pages = 0
+    cursor: str | None = None
+    while True:
+        args = dict(read.args)
+        if read.page_limit:
+            args["limit"] = read.page_limit
+            if cursor:
+                args["cursor"] = cursor
+        result = await client.call_tool("read_graph", args)
+        if result.is_error:
+            return 0, 0, 0, " ".join(getattr(c, "text", "") for c in result.content)[:400]
+        content = result.structured_content or {}
+        entities += len(content.get("entities", []))
+        pages += 1
+        cursor = content.get("nextCursor") if read.page_limit else None
+        if not cursor:
+            return time.perf_counter_ns() - start, entities, pages, None
+
+
+async def run_read(client: Client, kind: str, read: Read, count: int, entities: int, *,
+                   warmup: bool = True, clock: ValidationClock | None = None) -> Samples | str:
+    """``count`` samples of ``read``, each after a block of ten empty calls (the floor, in its
+    steady state as for every other row: a lone empty call right after a read_graph still pays for
+    the giant reply before it); checks the entity count. With ``clock``, each sample's output-schema
+    check is recorded too (``Samples.op_validation``).
+
+    Returns:
+        The samples, or the server's refusal (its error text) when it answers with a tool error
+        (a reply over its size bound).
+
+    Raises:
+        BenchError: a reply that holds the wrong number of entities.
+    """
     samples = Samples(op=[[]], floor=[[]])
     if warmup:
-        await timed_call(client, "read_graph", {})
+        *_, refused = await timed_read(client, read)
+        if refused:
+            return refused
+    checks: list[int] = []
     for _ in range(count):
         samples.floor[0] += await measure_floor(client, kind, 10)
-        elapsed, result = await timed_call(client, "read_graph", {})
-        got = len((result.structured_content or {}).get("entities", []))
+        if clock:
+            clock.reset()
+        elapsed, got, _, refused = await timed_read(client, read)
+        if refused:
+            return refused
         if got != entities:
-            raise BenchError(f"{kind} read_graph returned {got} entities, expected {entities}")
+            raise BenchError(f"{kind} {read.key} returned {got} entities, expected {entities}")
         samples.op[0].append(elapsed)
+        checks.append(clock.last if clock else 0)
+    if clock:
+        samples.op_validation.append(checks)
     return samples

@@ -27,20 +27,33 @@ def quick_result(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("bench") / "quick.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
     proc = subprocess.run([sys.executable, "-m", "bench", "--quick", "--sizes", "1000", "--mode", "legacy",
-                           "--out", str(out)], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+                           "--clients", "python", "--out", str(out)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "targets:" in proc.stdout
     result: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
     return result
 
 
+BASE_OPS = {"search_rare", "search_common", "search_broad", "search_two_words", "search_words_mode", "open_nodes",
+            "create_entities", "create_relations", "add_observations", "update_observations",
+            "delete_observations", "delete_relations", "delete_entities", "read_graph"}
+
+
+def expected_ops(tools: dict[str, list[str]]) -> set[str]:
+    """Our operations: every base one, and paging and the summary view where our tools/list
+    advertises them."""
+    optional = {"search_broad_summary": "view" in tools["search_nodes"],
+                "read_graph_page": "limit" in tools["read_graph"],
+                "read_graph_paged": {"limit", "cursor"} <= set(tools["read_graph"]),
+                "read_graph_summary": "view" in tools["read_graph"]}
+    return BASE_OPS | {key for key, advertised in optional.items() if advertised}
+
+
 def test_every_operation_is_measured_against_its_floor(quick_result: dict[str, Any]) -> None:
     size = quick_result["sizes"]["1000"]
     ops = size["ours"]["ops"]
-    expected = {"search_rare", "search_common", "search_two_words", "search_words_mode", "open_nodes",
-                "create_entities", "create_relations", "add_observations", "update_observations",
-                "delete_observations", "delete_relations", "delete_entities", "read_graph"}
-    assert set(ops) == expected
+    assert set(ops) == expected_ops(size["ours"]["tools"])
     for key, op in ops.items():
         assert op["n"] > 0 and 0 < op["p50"] <= op["p95"], key
         assert op["ratio"] == pytest.approx(op["p50"] / op["floor_p50"]), key
@@ -49,9 +62,11 @@ def test_every_operation_is_measured_against_its_floor(quick_result: dict[str, A
 
 
 def test_client_validation_is_measured_and_taken_out_of_both_sides(quick_result: dict[str, Any]) -> None:
+    from bench.workload import READS
+
     ops = quick_result["sizes"]["1000"]["ours"]["ops"]
     for key, op in ops.items():
-        if key == "read_graph":
+        if key in {r.key for r in READS}:   # whole-graph reads: no validation clock
             continue
         # The client checks every structured result against the tool's output schema.
         assert op["validation_p50"] > 0, key
@@ -96,3 +111,102 @@ def test_bench_ab_compares_two_trees(tmp_path: Path) -> None:
                                "--rounds", "1", "--blocks", "1", *wrong, "."],
                               cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode != 0 and "bench.ab:" in proc.stderr, wrong
+
+
+# Both official clients. The TypeScript SDK comes from tests/test_ts_client.py's session fixture
+# (npm install into a temporary folder; skipped without node/npm).
+from test_ts_client import ts_sdk  # noqa: E402, F401  (a fixture, used by name)
+
+
+@pytest.fixture(scope="module")
+def both_clients_result(ts_sdk: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:  # noqa: F811
+    """The smallest run through both clients: 300 entities, ours only."""
+    out = tmp_path_factory.mktemp("bench-clients") / "quick.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+    proc = subprocess.run([sys.executable, "-m", "bench", "--quick", "--sizes", "300", "--mode", "legacy",
+                           "--clients", "python,typescript", "--ts-sdk", str(ts_sdk), "--out", str(out)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    return result, proc.stdout
+
+
+def test_both_clients_run_the_same_schedule(both_clients_result: tuple[dict[str, Any], str]) -> None:
+    result, stdout = both_clients_result
+    from test_ts_client import SDK
+
+    assert result["meta"]["versions"]["ts_sdk"] == SDK.rsplit("@", 1)[1]
+    size = result["sizes"]["300"]
+    python, typescript = size["ours"], size["typescript"]["ours"]
+    # The same operations through both clients, paging and the summary view where advertised.
+    assert set(typescript["ops"]) == set(python["ops"]) == expected_ops(python["tools"])
+    for key, op in typescript["ops"].items():
+        assert op["n"] > 0 and 0 < op["p50"] <= op["p95"], key
+        assert op["ratio"] == pytest.approx(op["p50"] / op["floor_p50"]), key
+        assert op["label"] == python["ops"][key]["label"], key
+    assert typescript["floor"]["n"] > 0 and typescript["refused"] == {}
+    assert 0 < typescript["peak_rss_mb_ops"] <= typescript["peak_rss_mb"]
+    if "read_graph_paged" in typescript["ops"]:
+        assert typescript["pages"]["read_graph_paged"] >= 1
+    # The Python client's own work on our growing replies, measured on captured replies.
+    cost = size["python_client_cost"]
+    assert {"search_common", "search_broad", "read_graph"} <= set(cost)
+    sizes = [cost[key]["reply_bytes"] for key in ("read_graph", "search_broad", "search_common")]
+    assert sizes == sorted(sizes, reverse=True) and sizes[-1] > 0
+    for key, c in cost.items():
+        assert c["chunks"] >= 1 and min(c["reader_ms"], c["parse_ms"], c["result_ms"]) > 0, key
+    # Both clients side by side in the terminal and in the Markdown; issue 15's targets listed.
+    assert "both official clients side by side" in stdout and "the Python client's own work" in stdout
+    from bench import clients_report, report
+
+    markdown = report.markdown(result)
+    assert ("| operation | Python client: ours | reference | speedup | TypeScript client: ours | reference | speedup |"
+            in markdown)
+    assert "## Targets (issue 15)" in markdown and "## Running the benchmark" in markdown
+    rows = {row["key"]: row for row in clients_report.rows(size)}
+    assert rows["search_broad"]["clients"]["typescript"]["ours"] != "—"
+
+
+BIG_REPLY_SERVER = r'''
+import json, sys
+# A minimal MCP server over stdio: read_graph answers 11 MiB unless asked for a page.
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    if msg["method"] == "initialize":
+        result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "big", "version": "0"}}
+    elif msg["method"] == "tools/list":
+        result = {"tools": [{"name": "read_graph", "inputSchema": {"type": "object"}}]}
+    else:
+        small = "limit" in msg["params"]["arguments"]
+        text = "x" * (10 if small else 11 * 2**20)
+        result = {"content": [{"type": "text", "text": text}], "structuredContent": {"entities": [{"t": text}]}}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}) + "\n")
+    sys.stdout.flush()
+'''
+
+
+def test_a_reply_the_typescript_client_refuses_is_recorded_and_the_run_goes_on(ts_sdk: Path,  # noqa: F811
+                                                                                tmp_path: Path) -> None:
+    """The SDK drops the connection on a message over 10 MiB: the driver reports it, reconnects,
+    and the next step is measured."""
+    from bench import servers, ts_client
+    from bench.workload import Read
+
+    server = tmp_path / "big_server.py"
+    server.write_text(BIG_REPLY_SERVER, encoding="utf-8")
+    spec = servers.ServerSpec("ours", sys.executable, (str(server),), {}, "legacy", str(server))
+    whole, paged = Read("read_graph", "whole", {}), Read("read_graph_paged", "paged", {}, page_limit=5)
+    plan = ts_client.build_plan([ts_client.TsSide(spec, [], 0, 0, None, [(whole, 1), (paged, 1)])],
+                                rounds=0, floor=10, graph_size=1)
+    keep = [i for i, step in enumerate(plan.steps) if step["tool"] == "read_graph"]   # the fake's only tool
+    plan.steps, plan.meta = [plan.steps[i] for i in keep], [plan.meta[i] for i in keep]
+    sdk, _ = ts_client.ensure_sdk(ts_sdk)
+    with open(tmp_path / "err.log", "w", encoding="utf-8") as errlog:
+        results = ts_client.run(plan, sdk, tmp_path, errlog, dict(os.environ))
+    ours = results["ours"]
+    assert ours.refused == {"read_graph": "refused by the client (over its 10 MiB limit on one message; "
+                                          "it dropped the connection)"}
+    assert set(ours.samples) == {"read_graph_paged"} and ours.pages == {"read_graph_paged": 1}
