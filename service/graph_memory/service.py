@@ -432,7 +432,7 @@ class Stats:
     import ``records`` (oldest first) and what the next start still ``owes`` ('import', 'baseline'
     or None)."""
 
-    path: Path
+    path: Path | str
     files: dict[str, int]
     version: int
     pending: list[str]
