@@ -76,13 +76,23 @@ def backend_kind(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def graph_backend(request: pytest.FixtureRequest, backend_kind: str) -> Iterator[Backend]:
+def database_settings(request: pytest.FixtureRequest, backend_kind: str, db_path: Path) -> Settings:
+    """Settings naming the test's database of ``backend_kind`` (``db_path``, or a new PostgreSQL
+    database of the session's cluster)."""
+    if backend_kind == "sqlite":
+        return Settings.load(file_path=db_path)
+    url = request.getfixturevalue("postgres_url")
+    return Settings.load(file_path=db_path.parent / "memory.jsonl", database_url=url)
+
+
+@pytest.fixture
+def graph_backend(request: pytest.FixtureRequest, backend_kind: str, database_settings: Settings) -> Iterator[Backend]:
     """A freshly migrated backend of ``backend_kind``: SQLite over the ``store`` fixture, or
     PostgreSQL on a new database of the session's cluster."""
     if backend_kind == "sqlite":
         yield SqliteBackend(request.getfixturevalue("store"))
         return
-    backend = open_backend(Settings.load(database_url=request.getfixturevalue("postgres_url")))
+    backend = open_backend(database_settings)
     yield backend
     backend.close()
 

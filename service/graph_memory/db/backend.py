@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Literal, Protocol, TypeVar
 
-from graph_memory.db import graph, index, records, search
+from graph_memory.db import graph, index, paths, records, search
 from graph_memory.db.backup import BackupResult, GraphCounts, backup_database, database_files, graph_counts
 from graph_memory.db.graph import (
     AddedObservations,
@@ -431,6 +431,20 @@ def database_missing(settings: Settings) -> bool:
     """Whether the database ``settings`` name does not exist yet: a SQLite file not created yet
     (a PostgreSQL database is created by its administrator, never by graph-memory: False)."""
     return settings.database_url is None and not settings.database_path.is_file()
+
+
+def check_configured_paths(settings: Settings) -> None:
+    """Refuse odd configured paths before anything opens or creates a file
+    (:func:`graph_memory.db.paths.check_configured_paths`); with PostgreSQL only the legacy file
+    ``MEMORY_FILE_PATH`` may name is checked (no SQLite file is used or created).
+
+    Raises:
+        StoreError: a folder, a named pipe… where a file belongs.
+    """
+    if settings.database_url is None:
+        paths.check_configured_paths(settings.file_path, settings.database_path)
+    elif settings.file_path != settings.database_path:
+        paths.check_legacy_path(settings.file_path)
 
 
 def known_migrations(settings: Settings) -> list[Migration]:
