@@ -438,3 +438,38 @@ def test_several_server_processes_writing_at_once_lose_nothing(postgres_url: str
         assert len(graph.entities) == 91 and len(graph.entities[0].observations) == 90
     finally:
         backend.close()
+
+
+# -- notifications across replicas --------------------------------------------------------------------
+
+@pytest.mark.anyio
+async def test_a_subscriber_of_one_replica_hears_of_a_write_through_another(pg_settings: Settings,
+                                                                            pg: Backend) -> None:
+    import anyio
+    import mcp_types as types
+    from mcp import Client
+
+    from graph_memory.mcp.server import build_server
+
+    from helpers import subscribe_legacy
+
+    heard: list[str] = []
+
+    async def inbox(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            heard.append(str(message.params.uri))
+
+    other = open_backend(pg_settings)
+    try:
+        server = build_server(MemoryService(pg)).server
+        async with Client(server, mode="legacy", message_handler=inbox) as watcher:
+            await subscribe_legacy(watcher)
+            for count, name in enumerate(("Alice", "Bob"), start=1):
+                MemoryService(other).create_entities([Entity(name, "person", [])])
+                with anyio.fail_after(5):
+                    while len(heard) < count:
+                        await anyio.sleep(0.05)
+            await anyio.sleep(1.2)  # two more looks: nothing else was written
+            assert heard == ["memory://knowledge-graph"] * 2
+    finally:
+        other.close()

@@ -177,7 +177,7 @@ class PostgresBackend:
             conn = self._connect()  # the real error (bad password, no such database) before the pool's retries
             conn.close()
             self._pool = ConnectionPool(self._conninfo, kwargs=self._options, min_size=1, max_size=self._pool_size,
-                                        open=False, check=ConnectionPool.check_connection, name="graph-memory",
+                                        open=False, name="graph-memory",
                                         timeout=POOL_TIMEOUT_SECONDS)
             self._pool.open()
         try:
