@@ -473,3 +473,32 @@ async def test_a_subscriber_of_one_replica_hears_of_a_write_through_another(pg_s
             assert heard == ["memory://knowledge-graph"] * 2
     finally:
         other.close()
+
+
+def test_two_replicas_starting_at_once_on_an_empty_database_import_the_legacy_file_once(
+        pg_settings: Settings, tmp_path: Path) -> None:
+    (tmp_path / "memory.jsonl").write_text(_LEGACY, encoding="utf-8")
+    reports: list[Any] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(2)
+
+    def replica() -> None:
+        try:
+            start.wait()
+            backend = open_backend(pg_settings)
+            try:
+                reports.append(first_start(backend, pg_settings, get_logger("test")))
+            finally:
+                backend.close()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=replica) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(r is None for r in reports) == [False, True]
+    result = stats(pg_settings)
+    assert (result.counts.entities, [r.kind for r in result.records]) == (2, ["first_start"])
