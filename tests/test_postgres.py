@@ -502,3 +502,11 @@ def test_two_replicas_starting_at_once_on_an_empty_database_import_the_legacy_fi
     assert sorted(r is None for r in reports) == [False, True]
     result = stats(pg_settings)
     assert (result.counts.entities, [r.kind for r in result.records]) == (2, ["first_start"])
+
+
+@pytest.mark.both_backends
+def test_a_huge_limit_is_no_limit_on_both_backends(graph_backend: Backend) -> None:
+    memory = MemoryService(graph_backend)
+    memory.create_entities([Entity("tea", "t", []), Entity("teapot", "t", [])])
+    for mode in ("substring", "words", "fts"):
+        assert len(memory.search_nodes("tea", mode, 10**30).entities) == 2

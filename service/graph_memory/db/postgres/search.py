@@ -68,7 +68,7 @@ def _any_field(param: str) -> str:
 
 
 def _limit(limit: int | None) -> str:
-    return "" if limit is None else f"LIMIT {max(int(limit), 0):d}"
+    return "" if limit is None else f"LIMIT {min(max(int(limit), 0), 2**63 - 1):d}"  # bigint, as SQLite clamps
 
 
 def _heads(graph: PostgresGraph, sql: str, params: dict[str, Any]) -> list[Entity]:
