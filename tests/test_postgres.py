@@ -510,3 +510,14 @@ def test_a_huge_limit_is_no_limit_on_both_backends(graph_backend: Backend) -> No
     memory.create_entities([Entity("tea", "t", []), Entity("teapot", "t", [])])
     for mode in ("substring", "words", "fts"):
         assert len(memory.search_nodes("tea", mode, 10**30).entities) == 2
+
+
+def test_a_database_url_of_another_scheme_is_refused_without_echoing_it() -> None:
+    from graph_memory.errors import SettingsError
+
+    with pytest.raises(SettingsError, match="MEMORY_DATABASE_URL: .*must start with postgresql://") as refused:
+        Settings.load(database_url="mysql://user:pa55word@host/db")
+    assert "pa55word" not in str(refused.value)
+    masked = Settings.load(database_url="postgresql://u:pa55word@h/db?password=pa55word&sslmode=require")
+    assert masked.database_label == "postgresql://u:***@h/db?password=***&sslmode=require"
+    assert "pa55word" not in repr(masked)
