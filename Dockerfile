@@ -7,7 +7,7 @@
 #
 # Offline build, for machines where neither a registry nor PyPI is reachable from inside builds:
 #   .ci/docker-setup.sh                                        # engine + local base image (debootstrap)
-#   python -m pip wheel --wheel-dir wheelhouse . hatchling     # on the host; wheelhouse/ is git-ignored
+#   python -m pip wheel --wheel-dir wheelhouse '.[postgres]' hatchling   # on the host; wheelhouse/ is git-ignored
 #   docker build -t graph-memory \
 #       --build-arg PYTHON_IMAGE=graph-memory-base:bookworm \
 #       --build-arg PIP_NO_INDEX=1 --build-arg PIP_FIND_LINKS=/wheels .
@@ -43,13 +43,15 @@ COPY . /src
 RUN mkdir -p /src/wheelhouse && ln -sfn /src/wheelhouse /wheels
 
 # Build the project's wheel (hatchling, in pip's isolated build environment), then install it
-# with its dependencies into a self-contained venv at /opt/graph-memory.
+# with its dependencies and the `postgres` extra (psycopg 3 and its pool, for MEMORY_DATABASE_URL)
+# into a self-contained venv at /opt/graph-memory.
 RUN for v in PIP_NO_INDEX PIP_FIND_LINKS PIP_INDEX_URL PIP_EXTRA_INDEX_URL; do \
         eval "[ -n \"\${$v:-}\" ]" || unset "$v"; \
     done \
  && python3 -m venv /opt/graph-memory \
  && /opt/graph-memory/bin/python -m pip wheel --no-deps --wheel-dir /dist . \
- && /opt/graph-memory/bin/python -m pip install /dist/*.whl \
+ && wheel="$(ls /dist/*.whl)" \
+ && /opt/graph-memory/bin/python -m pip install "${wheel}[postgres]" \
  && /opt/graph-memory/bin/graph-memory --version
 
 # ---------------------------------------------------------------------------------------------

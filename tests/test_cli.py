@@ -114,6 +114,7 @@ def test_stats_json_has_counts_by_type_size_and_version(db_path: Path, capsys: p
     data = json.loads(out)
     assert list(data["relations_by_type"].items()) == [("knows", 2), ("fears", 1), ("lives_in", 1)]
     assert data == {
+        "backend": "sqlite",
         "database": str(db_path),
         "size_bytes": db_path.stat().st_size,
         "files": {"memory.db": db_path.stat().st_size},

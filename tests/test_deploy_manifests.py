@@ -268,3 +268,19 @@ def test_dockerignore_keeps_the_context_small() -> None:
     assert rules[0] == "*", "allowlist: everything is ignored unless re-included"
     assert {"!pyproject.toml", "!service/", "!migrations/", "!wheelhouse/"} <= set(rules)
     assert "**/*.db" in rules and "**/__pycache__" in rules
+
+
+def test_replicas_share_postgres_with_the_url_and_password_from_secrets() -> None:
+    dep = _find("Deployment", "graph-memory", "replicas")
+    assert dep["spec"]["replicas"] > 1
+    pod = dep["spec"]["template"]["spec"]
+    _assert_hardened(pod, "replicas")
+    (server,) = pod["containers"]
+    env = _env(server)
+    assert set(env["MEMORY_DATABASE_URL"]["valueFrom"]["secretKeyRef"]) >= {"name", "key"}
+    assert "value" not in env["MEMORY_DATABASE_URL"] and "value" not in env["MEMORY_HTTP_TOKEN"]
+    assert env["MEMORY_DATABASE_PASSWORD_FILE"]["value"].startswith("/run/secrets/")
+    assert server["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert not any("persistentVolumeClaim" in v for v in pod["volumes"]), "the memory lives in PostgreSQL"
+    service = _find("Service", "graph-memory", "replicas")
+    assert service["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]

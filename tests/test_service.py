@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from graph_memory.db.backend import SqliteBackend
+from graph_memory.db.backend import Backend, SqliteBackend, open_backend
 from graph_memory.db.store import Store
 from graph_memory.errors import (
     Conflict,
@@ -38,10 +38,13 @@ from graph_memory.service import (
 )
 from graph_memory.settings import Settings
 
+# The facade's tests run on both backends (conftest: both_backends); the data commands' on SQLite.
+pytestmark = pytest.mark.both_backends
+
 
 @pytest.fixture
-def service(store: Store) -> MemoryService:
-    return MemoryService(SqliteBackend(store), Limits(max_name_length=20, max_observation_length=30, max_batch=3))
+def service(graph_backend: Backend) -> MemoryService:
+    return MemoryService(graph_backend, Limits(max_name_length=20, max_observation_length=30, max_batch=3))
 
 
 def _seed(service: MemoryService) -> None:
@@ -154,11 +157,12 @@ def test_typed_update_sets_properties_and_relationship_targets(service: MemorySe
     assert service.open_nodes(["Cy"]).entities == []
 
 
-def test_a_second_service_on_the_same_file_sees_committed_writes(service: MemoryService, db_path: Path) -> None:
+def test_a_second_service_on_the_same_file_sees_committed_writes(service: MemoryService,
+                                                                 database_settings: Settings) -> None:
     _seed(service)
-    other = Store.open(db_path)
+    other = open_backend(database_settings)
     try:
-        assert [e.name for e in MemoryService(SqliteBackend(other)).search_nodes("tea").entities] == ["Ada"]
+        assert [e.name for e in MemoryService(other).search_nodes("tea").entities] == ["Ada"]
     finally:
         other.close()
 

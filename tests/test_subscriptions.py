@@ -12,7 +12,7 @@ from mcp import Client
 
 from helpers import call
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 URI = "memory://knowledge-graph"
 QUIET = 0.3  # seconds to wait before concluding that no notification is coming
 

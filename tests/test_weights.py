@@ -10,7 +10,7 @@ import pytest
 
 from helpers import call, call_error
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 
 
 async def seed(client: Any) -> None:

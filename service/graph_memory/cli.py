@@ -66,9 +66,9 @@ def _settings(args: argparse.Namespace) -> Settings:
                         f"folder; {discover} finds the files it left there"}
         get_logger("graph_memory.cli").info("database_path_relative", database=str(settings.database_path),
                                             note=note, **(hint if given_by == "MEMORY_FILE_PATH" else {}))
-    from graph_memory.db.paths import check_configured_paths
+    from graph_memory.db.backend import check_configured_paths
 
-    check_configured_paths(settings.file_path, settings.database_path)  # a folder, a FIFO… refused here
+    check_configured_paths(settings)  # a folder, a FIFO… refused here
     return settings
 
 
@@ -158,11 +158,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     log = get_logger("graph_memory.cli")
     typed_tools = load_typed_tools(settings.schemas_dir)   # an invalid schema stops here, before the database
     # Logged before anything can fail, so that every server_stopped follows its server_starting.
-    log.info("server_starting", transport=settings.transport, database=str(settings.database_path))
+    log.info("server_starting", transport=settings.transport, backend=_backend_kind(settings),
+             database=str(settings.database_label))
     try:
         backend = open_backend(settings, "migrate")
     except GraphError as exc:  # for log collectors; main prints the message for people
-        log.error("server_start_failed", database=str(settings.database_path), error=str(exc)[:500])
+        log.error("server_start_failed", database=str(settings.database_label), error=str(exc)[:500])
         raise
 
     def stop() -> None:
@@ -194,6 +195,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         stop()
     return EXIT_OK
+
+
+def _backend_kind(settings: Settings) -> str:
+    """The backend ``settings`` select, for the start-up log (``Backend.kind`` once it is open)."""
+    return "postgres" if settings.database_url is not None else "sqlite"
 
 
 async def _serve_stdio(handle: ServerHandle, on_signal: Callable[[], None]) -> None:
@@ -277,7 +283,8 @@ def cmd_healthcheck(args: argparse.Namespace) -> int:
         if problem:
             print(f"unhealthy: {problem}", file=sys.stderr)
             return EXIT_ERROR
-    print(f"ok: {backend.path} at schema version {state.version}")
+    print(f"ok: {backend.path} at schema version {state.version}"
+          + (f" ({backend.kind})" if backend.kind != "sqlite" else ""))
     return EXIT_OK
 
 
@@ -309,7 +316,7 @@ def cmd_discover(args: argparse.Namespace) -> int:
     from graph_memory.discover import find_reference_files, reference_places, render
 
     places = reference_places()
-    print(render(find_reference_files(places), settings.database_path, places, as_json=args.json))
+    print(render(find_reference_files(places), settings.database_label, places, as_json=args.json))
     return EXIT_OK
 
 
@@ -423,7 +430,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def _print_stats(data: dict[str, Any], counts: GraphCounts) -> None:
     files = " + ".join(f"{name} {size}" for name, size in data["files"].items())
     pending = data["pending_migrations"]
-    print(f"database:        {data['database']}")
+    print(f"database:        {data['database']}" + (f" ({data['backend']})" if data["backend"] != "sqlite" else ""))
     print(f"size:            {data['size_bytes']} bytes ({_human_size(data['size_bytes'])}; {files})")
     print(f"schema version:  {data['schema_version']}"
           + (f" ({len(pending)} pending: {', '.join(pending)}; run: "
@@ -463,10 +470,11 @@ def _human_size(size: float) -> str:
 def cmd_migrate(args: argparse.Namespace) -> int:
     """Apply pending migrations, or with --check only report them (exit status 3 when pending)."""
     settings = _settings(args)
+    from graph_memory.db.backend import database_missing
     from graph_memory.service import known_migrations, opened
 
-    path = settings.database_path
-    if args.check and not path.is_file():
+    path = settings.database_label
+    if args.check and database_missing(settings):
         known = known_migrations(settings)
         print(f"{path} does not exist yet; {plural(len(known), 'migration')} pending: "
               f"{', '.join(m.name for m in known)}")

@@ -91,11 +91,11 @@ class ReferenceFile:
     relations: int
     note: str | None
 
-    def import_command(self, database: Path) -> str:
+    def import_command(self, database: Path | str) -> str:
         """The shell command that imports this file into ``database`` (paths shell-quoted)."""
         return graph_memory_command("import", self.path, database=database)
 
-    def to_dict(self, database: Path) -> dict[str, Any]:
+    def to_dict(self, database: Path | str) -> dict[str, Any]:
         """JSON-ready: every attribute plus ``import_command``."""
         return {**asdict(self), "path": str(self.path), "import_command": self.import_command(database)}
 
@@ -232,7 +232,7 @@ def _note(path: Path) -> str | None:
     return "the older name: the reference server renames it to memory.jsonl at its next start"
 
 
-def render(files: list[ReferenceFile], database: Path, places: list[Place], *, as_json: bool) -> str:
+def render(files: list[ReferenceFile], database: Path | str, places: list[Place], *, as_json: bool) -> str:
     """The report ``import --discover`` prints: each file with the command importing it into
     ``database``, or, when none was found, where it looked."""
     if as_json:

@@ -16,6 +16,9 @@ from pathlib import Path
 def graph_memory_command(*args: str | os.PathLike[str], database: str | os.PathLike[str] | None) -> str:
     """``graph-memory ARGS… --database DB`` as one shell command line.
 
+    A PostgreSQL database (``database`` a ``postgresql://`` URL, its password masked) is named by
+    ``MEMORY_DATABASE_URL`` instead (:func:`postgres_command`).
+
     Args:
         args: the command and its arguments (placeholders such as ``DEST`` are fine); paths are
             used as given, so pass absolute ones.
@@ -29,6 +32,8 @@ def graph_memory_command(*args: str | os.PathLike[str], database: str | os.PathL
     Returns:
         The words joined by spaces, each quoted with :func:`shlex.quote` where the shell needs it.
     """
+    if isinstance(database, str) and database.startswith(("postgresql://", "postgres://")):
+        return postgres_command(*args, url=database)
     if database is not None and Path(database).suffix.lower() in (".jsonl", ".json"):
         # --database x.jsonl names a legacy file whose database is x.db: never the file meant.
         raise ValueError(f"{database} cannot be named as a database with --database")
@@ -40,3 +45,11 @@ def graph_memory_command(*args: str | os.PathLike[str], database: str | os.PathL
 def shell_quote(path: str | os.PathLike[str]) -> str:
     """``path`` quoted for a POSIX shell (for commands of other programs, e.g. ``sqlite3``)."""
     return shlex.quote(os.fspath(path))
+
+
+def postgres_command(*args: str | os.PathLike[str], url: str) -> str:
+    """``MEMORY_DATABASE_URL=URL graph-memory ARGS…`` for the PostgreSQL database ``url``: the URL
+    without its (masked) password, which libpq then takes from PGPASSWORD or ~/.pgpass (or set
+    MEMORY_DATABASE_PASSWORD_FILE)."""
+    plain = url.replace(":***@", "@", 1)
+    return f"MEMORY_DATABASE_URL={shlex.quote(plain)} " + shlex.join(["graph-memory", *(os.fspath(a) for a in args)])

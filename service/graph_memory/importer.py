@@ -227,7 +227,7 @@ def load_graph(backend: Backend, legacy: LegacyGraph, *, source: str, progress: 
     return report
 
 
-def read_legacy_file(path: str, *, skip_invalid: bool, database: Path) -> tuple[FileState, LegacyGraph]:
+def read_legacy_file(path: str, *, skip_invalid: bool, database: Path | str) -> tuple[FileState, LegacyGraph]:
     """Read and parse the legacy file ``path`` once, for ``graph-memory import`` into ``database``:
     its state (what the import record describes) and its graph.
 

@@ -376,10 +376,10 @@ def import_file(settings: Settings, file: str, *, skip_invalid: bool = False, dr
         PendingMigrationsError: a dry run on a database with pending migrations.
         StoreError: the database cannot be opened or written (nothing was).
     """
-    state, legacy = read_legacy_file(file, skip_invalid=skip_invalid, database=settings.database_path)
-    path = settings.database_path
+    state, legacy = read_legacy_file(file, skip_invalid=skip_invalid, database=settings.database_label)
+    path = settings.database_label
     if dry_run:
-        if not path.is_file():  # no database: everything would be new
+        if backends.database_missing(settings):  # no database: everything would be new
             return plan_graph(None, legacy, source=file, database=str(path))
         with opened(settings, "current") as backend:  # no tables yet: everything would be new
             return plan_graph(backend if backend.has_graph() else None, legacy, source=file, database=str(path))
@@ -413,7 +413,7 @@ def export_graph(settings: Settings, output: Path | Callable[[Callable[[TextIO],
     with opened(settings, "current") as backend:
         snapshot = backend.run_read(_read_graph) if backend.has_graph() else GraphSlice([], [])
     if isinstance(output, Path):
-        if output.exists() and output.samefile(backend.path):
+        if isinstance(backend.path, Path) and output.exists() and output.samefile(backend.path):
             raise OutputError(f"{output} is the database itself; choose another output file")
         export_file(output, snapshot.entities, snapshot.relations, with_weights=with_weights)
     else:
@@ -431,22 +431,25 @@ def backup(settings: Settings, dest: str, *, force: bool = False,
 
 @dataclass(frozen=True, slots=True)
 class Stats:
-    """``graph-memory stats``: the database ``path``, its ``files`` (name → bytes: the database, WAL,
-    shared memory), schema ``version`` and ``pending`` migration names, the graph ``counts``, the
-    import ``records`` (oldest first) and what the next start still ``owes`` ('import', 'baseline'
-    or None)."""
+    """``graph-memory stats``: the database ``path`` (a PostgreSQL URL with its password masked),
+    its ``files`` (name → bytes: the database, WAL, shared memory; for PostgreSQL the database's
+    size), schema ``version`` and ``pending`` migration names, the graph ``counts``, the
+    import ``records`` (oldest first), what the next start still ``owes`` ('import', 'baseline'
+    or None) and the ``backend`` kind ("sqlite", "postgres")."""
 
-    path: Path
+    path: Path | str
     files: dict[str, int]
     version: int
     pending: list[str]
     counts: GraphCounts
     records: list[ImportRecord]
     owes: str | None
+    backend: str = "sqlite"
 
     def to_dict(self) -> dict[str, Any]:
         """The ``stats --json`` object."""
         return {
+            "backend": self.backend,
             "database": str(self.path),
             "size_bytes": sum(self.files.values()),
             "files": self.files,
@@ -466,7 +469,8 @@ def stats(settings: Settings) -> Stats:
         # One read transaction: the counts and the records describe the same moment.
         counts, records, owes = backend.run_read(lambda g: (g.counts(), g.import_records(), g.first_start_action()))
         files = backend.files()
-    return Stats(backend.path, files, state.version, [m.name for m in state.pending], counts, records, owes)
+    return Stats(backend.path, files, state.version, [m.name for m in state.pending], counts, records, owes,
+                 backend.kind)
 
 
 def first_start(backend: Backend, settings: Settings, log: BoundLogger) -> ImportReport | None:

@@ -27,6 +27,29 @@ def default_database_path() -> Path:
     return user_data_path("graph-memory", appauthor=False) / "memory.db"
 
 
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def mask_database_url(url: str) -> str:
+    """``url`` safe to log and show: ``postgresql://user:***@host:port/dbname`` (a password in
+    the URL, or any query parameter other than a few harmless ones, is replaced by ``***``)."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, hostinfo = netloc.rsplit("@", 1)
+            user = userinfo.split(":", 1)[0]
+            netloc = f"{user}:***@{hostinfo}" if ":" in userinfo else f"{user}@{hostinfo}"
+        shown = {"sslmode", "connect_timeout", "application_name", "target_session_attrs", "host", "port",
+                 "dbname", "user"}
+        query = urlencode([(k, v if k in shown else "***") for k, v in parse_qsl(parts.query)], safe="*/")
+        return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+    except ValueError:
+        return url.split(":", 1)[0] + "://***"
+
+
 def _split_csv(value: object) -> object:
     if isinstance(value, str):
         return [part.strip() for part in value.split(",") if part.strip()]
@@ -89,6 +112,14 @@ class Settings(BaseSettings):
     max_name_length: int = Field(1024, ge=1, description="Longest entity name / type / relation type (characters).")
     max_observation_length: int = Field(65536, ge=1, description="Longest observation (characters).")
     max_batch: int = Field(10_000, ge=1, description="Most items in one tool call's batch.")
+    database_url: SecretStr | None = Field(
+        None, description="postgresql://user@host:port/dbname selects the PostgreSQL backend (the password from "
+        "the URL, MEMORY_DATABASE_PASSWORD_FILE or libpq's PGPASSWORD/.pgpass); unset: SQLite at MEMORY_FILE_PATH.",
+    )
+    database_password_file: Path | None = Field(
+        None, description="A file holding the PostgreSQL password (e.g. a mounted Secret); overrides the URL's.",
+    )
+    database_pool_size: int = Field(4, ge=1, le=100, description="PostgreSQL connections each server keeps open.")
 
     @classmethod
     def load(cls, **overrides: object) -> Settings:
@@ -109,6 +140,15 @@ class Settings(BaseSettings):
                                  for e in exc.errors())
             raise SettingsError(f"invalid settings: {problems}") from None
 
+    @field_validator("database_url", mode="after")
+    @classmethod
+    def _postgres_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().startswith(POSTGRES_SCHEMES):
+            # The value may hold a password: only its scheme is repeated.
+            scheme = value.get_secret_value().split(":", 1)[0][:20]
+            raise ValueError(f"must start with postgresql:// (got a value starting with {scheme!r}:)")
+        return value
+
     @field_validator("log_level", mode="before")
     @classmethod
     def _lower_level(cls, value: object) -> object:
@@ -119,7 +159,7 @@ class Settings(BaseSettings):
     def _csv(cls, value: object) -> object:
         return _split_csv(value)
 
-    @field_validator("file_path", "schemas_dir", mode="after")
+    @field_validator("file_path", "schemas_dir", "database_password_file", mode="after")
     @classmethod
     def _absolute(cls, value: Path | None) -> Path | None:
         if value is None:
@@ -151,6 +191,14 @@ class Settings(BaseSettings):
         if self.file_path.suffix.lower() in LEGACY_SUFFIXES:
             return self.file_path.with_suffix(".db")
         return self.file_path
+
+    @property
+    def database_label(self) -> Path | str:
+        """The database for messages, logs and suggested commands: the SQLite file, or the
+        PostgreSQL URL with its password masked (:func:`mask_database_url`)."""
+        if self.database_url is not None:
+            return mask_database_url(self.database_url.get_secret_value())
+        return self.database_path
 
     @property
     def legacy_candidates(self) -> list[Path]:

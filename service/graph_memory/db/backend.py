@@ -15,12 +15,14 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Literal, Protocol, TypeVar
 
-from graph_memory.db import graph, index, records, search
+from graph_memory.db import graph, index, paths, records, search
 from graph_memory.db.backup import BackupResult, GraphCounts, backup_database, database_files, graph_counts
 from graph_memory.db.migrations import Migration, MigrationStatus, load_migrations
 from graph_memory.db.paths import check_database_path
 from graph_memory.db.records import ImportRecord
 from graph_memory.db.store import Connection, Store
+from graph_memory.errors import OutputError, StoreError
+from graph_memory.hints import graph_memory_command
 from graph_memory.models import (
     AddedObservations,
     DeleteEntitiesResult,
@@ -189,8 +191,9 @@ class Backend(Protocol):
     """How often an idle server polls for index upkeep left by other processes."""
 
     @property
-    def path(self) -> Path:
-        """Where the database is (for messages, hints and logs)."""
+    def path(self) -> Path | str:
+        """Where the database is (for messages, hints and logs): the SQLite file, or the
+        PostgreSQL URL with its password masked (``postgresql://user:***@host:5432/db``)."""
         ...
 
     def close(self) -> None:
@@ -401,17 +404,57 @@ class SqliteBackend:
 
 def open_backend(settings: Settings, mode: OpenMode = "migrate") -> Backend:
     """The database ``settings`` name, opened as ``mode`` says (:data:`OpenMode`): the one place
-    that chooses the backend. Today that is SQLite at ``settings.database_path``; the PostgreSQL
-    backend will be chosen here by its URL setting.
+    that chooses the backend. PostgreSQL when ``MEMORY_DATABASE_URL`` is set
+    (:class:`~graph_memory.db.postgres.backend.PostgresBackend`), else SQLite at
+    ``settings.database_path``.
 
     Raises:
-        StoreError, MigrationError, PendingMigrationsError: as :meth:`SqliteBackend.open`.
+        StoreError, MigrationError, PendingMigrationsError: as :meth:`SqliteBackend.open`
+            (and StoreError when the URL is set but the ``postgres`` extra is not installed).
     """
+    if settings.database_url is not None:
+        return _open_postgres(settings, mode)
     return SqliteBackend.open(settings.database_path, mode, busy_timeout_ms=settings.busy_timeout_ms)
+
+
+def _open_postgres(settings: Settings, mode: OpenMode) -> Backend:
+    """:class:`~graph_memory.db.postgres.backend.PostgresBackend`, imported only when selected.
+
+    Raises:
+        StoreError: psycopg (the ``postgres`` extra) is not installed; as ``PostgresBackend.open``.
+    """
+    try:
+        from graph_memory.db.postgres.backend import PostgresBackend
+    except ImportError as exc:
+        raise StoreError(f"MEMORY_DATABASE_URL selects PostgreSQL, but its driver is not installed ({exc}); "
+                         f"install it with: pip install 'graph-memory[postgres]'") from None
+    return PostgresBackend.open(settings, mode)
+
+
+def database_missing(settings: Settings) -> bool:
+    """Whether the database ``settings`` name does not exist yet: a SQLite file not created yet
+    (a PostgreSQL database is created by its administrator, never by graph-memory: False)."""
+    return settings.database_url is None and not settings.database_path.is_file()
+
+
+def check_configured_paths(settings: Settings) -> None:
+    """Refuse odd configured paths before anything opens or creates a file
+    (:func:`graph_memory.db.paths.check_configured_paths`); with PostgreSQL only the legacy file
+    ``MEMORY_FILE_PATH`` may name is checked (no SQLite file is used or created).
+
+    Raises:
+        StoreError: a folder, a named pipe… where a file belongs.
+    """
+    if settings.database_url is None:
+        paths.check_configured_paths(settings.file_path, settings.database_path)
+    elif settings.file_path != settings.database_path:
+        paths.check_legacy_path(settings.file_path)
 
 
 def known_migrations(settings: Settings) -> list[Migration]:
     """The migrations this version knows for the backend ``settings`` select, in order."""
+    if settings.database_url is not None:
+        return load_migrations("postgres")
     return load_migrations()
 
 
@@ -425,6 +468,25 @@ def backup(settings: Settings, dest: str, *, force: bool = False,
     Raises:
         StoreError, OutputError: leaving nothing at ``dest``.
     """
+    if settings.database_url is not None:
+        raise OutputError(postgres_backup_advice(settings, dest))
     check_database_path(settings.database_path, must_exist=True)
     return backup_database(settings.database_path, dest, force=force, busy_timeout_ms=settings.busy_timeout_ms,
                            progress=progress)
+
+
+def postgres_backup_advice(settings: Settings, dest: str) -> str:
+    """Why ``backup`` refuses a PostgreSQL database, with the exact commands that copy it."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    from graph_memory.hints import shell_quote
+
+    label = str(settings.database_label)
+    parts = urlsplit(label)
+    # The URL without its password (pg_dump takes it from PGPASSWORD or ~/.pgpass).
+    url = urlunsplit(parts._replace(netloc=parts.netloc.replace(":***@", "@")))
+    dump = f"pg_dump --format=custom --file={shell_quote(dest)} {shell_quote(url)}"
+    export = graph_memory_command("export", "--with-weights", "-o", dest + ".jsonl", database=label)
+    return (f"graph-memory backup copies SQLite files; the PostgreSQL database {label} is backed up with "
+            f"PostgreSQL's own tools, e.g.: {dump} (restore with pg_restore), or as a portable copy of the "
+            f"graph with: {export}")

@@ -69,13 +69,17 @@ def checksum(sql: str) -> str:
     return hashlib.sha256(sql.replace("\r\n", "\n").encode("utf-8")).hexdigest()
 
 
-def load_migrations() -> list[Migration]:
-    """Read the packaged migrations in id order.
+def load_migrations(backend: str | None = None) -> list[Migration]:
+    """Read the packaged migrations in id order: SQLite's (``migrations/*.sql``), or with
+    ``backend`` those of that backend's own folder (``migrations/postgres/*.sql``). Folders and
+    other files are ignored.
 
     Raises:
         MigrationError: a file name out of pattern, a duplicate id, or a gap in the numbering.
     """
     folder = resources.files("graph_memory.db").joinpath("migrations")
+    if backend is not None:
+        folder = folder.joinpath(backend)
     found: dict[int, Migration] = {}
     for entry in folder.iterdir():
         if not entry.name.endswith(".sql"):
@@ -110,8 +114,17 @@ def status(conn: apsw.Connection, path: str, known: list[Migration] | None = Non
         MigrationError: an applied migration was edited, or the database is newer than the code.
     """
     known = load_migrations() if known is None else known
+    return compare(_applied(conn), known, path)
+
+
+def compare(applied: dict[int, tuple[str, str]], known: list[Migration], path: str) -> MigrationStatus:
+    """The status of a database whose ledger holds ``applied`` (``{id: (name, checksum)}``)
+    against the ``known`` migrations (any backend's); ``path`` names the database in messages.
+
+    Raises:
+        MigrationError: an applied migration was edited, or the database is newer than the code.
+    """
     by_id = {m.id: m for m in known}
-    applied = _applied(conn)
     newer = sorted(i for i in applied if i not in by_id)
     if newer:
         raise MigrationError(

@@ -242,6 +242,16 @@ def compile_fts(query: str) -> str:
         InvalidQuery: empty, unparsable, a column filter on an unknown column, a term shorter than
             3 characters, or a NUL character.
     """
+    return fq.to_query_string(parse_fts(query))
+
+
+def parse_fts(query: str) -> fq.QUERY:
+    """The parsed ``fts``-mode query, checked, with terms lower-cased and column names mapped to
+    the index's columns (:func:`compile_fts`; the PostgreSQL backend translates this tree).
+
+    Raises:
+        InvalidQuery: as :func:`compile_fts`.
+    """
     if not query.strip():
         raise InvalidQuery("the fts query is empty; give at least one term of 3+ characters "
                            "(or use mode 'substring' with an empty query to list every entity)")
@@ -259,7 +269,7 @@ def compile_fts(query: str) -> str:
             while segment is not None:
                 segment.phrase = _fts_term(segment.phrase)
                 segment = segment.plus
-    return fq.to_query_string(parsed)
+    return parsed
 
 
 _SYNTAX_HELP = (
