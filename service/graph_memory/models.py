@@ -124,6 +124,7 @@ class GraphSlice:
     entities: list[Entity]
     relations: list[Relation]
     neighbors: list[Entity] = field(default_factory=list)
+    next_cursor: str | None = None   # a page that stops early: where the next one starts
 
     def to_dict(self) -> dict[str, Any]:
         """``{"entities": [...], "relations": [...], "neighbors": [...]}``."""
@@ -134,12 +135,16 @@ class GraphSlice:
         }
 
     def shaped(self, view: View = "full", timestamps: bool = False) -> dict[str, Any]:
-        """:meth:`to_dict` in ``view``, with times when ``timestamps`` (see :meth:`Entity.shaped`);
-        the defaults give exactly :meth:`to_dict`."""
+        """:meth:`to_dict` in ``view``, with times when ``timestamps`` (see :meth:`Entity.shaped`)
+        and ``nextCursor`` when a page stopped early; the defaults give exactly :meth:`to_dict`."""
         if view == "full" and not timestamps:
-            return self.to_dict()
-        return {
-            "entities": [e.shaped(view, timestamps) for e in self.entities],
-            "relations": [r.shaped(timestamps) for r in self.relations],
-            "neighbors": [e.shaped(view, timestamps) for e in self.neighbors],
-        }
+            out = self.to_dict()
+        else:
+            out = {
+                "entities": [e.shaped(view, timestamps) for e in self.entities],
+                "relations": [r.shaped(timestamps) for r in self.relations],
+                "neighbors": [e.shaped(view, timestamps) for e in self.neighbors],
+            }
+        if self.next_cursor is not None:
+            out["nextCursor"] = self.next_cursor
+        return out

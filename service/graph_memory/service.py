@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from graph_memory.db import graph
 from graph_memory.db.backend import Backend, Graph
@@ -39,7 +39,7 @@ from graph_memory.db.paths import check_database_path
 from graph_memory.db.records import ImportRecord, first_start_action, import_records
 from graph_memory.db.store import Store
 from graph_memory.discover import log_hint_if_reference_files
-from graph_memory.errors import Conflict, EntityNotFound, GraphError, InvalidInput
+from graph_memory.errors import Conflict, EntityNotFound, GraphError, InvalidCursor, InvalidInput, ReplyTooLarge
 from graph_memory.importer import (
     ImportReport,
     Progress,
@@ -50,7 +50,8 @@ from graph_memory.importer import (
     read_legacy_file,
 )
 from graph_memory.legacy import write_legacy
-from graph_memory.models import Entity, GraphSlice, Mode, Relation
+from graph_memory.models import Entity, GraphSlice, Mode, Relation, View
+from graph_memory.paging import ReadPosition, SearchPosition, binding, decode_cursor, encode_cursor, parse_since
 from graph_memory.settings import Settings
 
 if TYPE_CHECKING:
@@ -64,11 +65,13 @@ class Limits:
     max_name_length: int = 1024
     max_observation_length: int = 65536
     max_batch: int = 10_000
+    max_reply_bytes: int = 10_000_000   # 0: no bound
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Limits:
         """The limits ``MEMORY_MAX_*`` configure."""
-        return cls(settings.max_name_length, settings.max_observation_length, settings.max_batch)
+        return cls(settings.max_name_length, settings.max_observation_length, settings.max_batch,
+                   settings.max_reply_bytes)
 
     def batch(self, items: Sequence[Any], what: str) -> None:
         """Raises InvalidInput when ``items`` has more than ``max_batch`` elements."""
@@ -224,28 +227,106 @@ class MemoryService:
         items = [(r, r.weight) for r in relations]
         return self.backend.run_write(lambda g: g.update_relation_weights(items))
 
-    def read_graph(self) -> GraphSlice:
-        """Every entity and relation (also the ``memory://knowledge-graph`` resource)."""
-        return self.backend.run_read(_read_graph)
+    def read_graph(self, *, since: str | None = None, limit: int | None = None, cursor: str | None = None,
+                   timestamps: bool = False) -> GraphSlice:
+        """Every entity and relation (also the ``memory://knowledge-graph`` resource).
 
-    def search_nodes(self, query: str, mode: Mode = "substring", limit: int | None = None) -> GraphSlice:
-        """The entities ``query`` finds (``mode``: see :data:`graph_memory.models.Mode`; at most
-        ``limit``), with the relations touching them and their neighbors.
+        ``since`` (ISO 8601) keeps the entities created or changed at or after it and the
+        relations created or re-weighed at or after it; ``limit`` (≥ 1) makes it a page of at most
+        that many entities and relations together, ``cursor`` (a page's ``next_cursor``) reads the
+        next page (pages: :mod:`graph_memory.db.pages`); ``timestamps`` loads the rows' times.
 
-        Raises: InvalidInput (not UTF-8); InvalidQuery (too long, bad fts syntax).
+        Raises: InvalidInput (bad since, limit); InvalidCursor (see :func:`graph_memory.paging.decode_cursor`).
+        """
+        moment = _since(since)
+        _check_limit(limit)
+        if moment is None and limit is None and cursor is None:
+            return self.backend.run_read(lambda g: g.with_times(g.read_graph()) if timestamps else g.read_graph())
+        bound = binding("read_graph", moment)
+
+        def read(g: Graph) -> GraphSlice:
+            secret = g.cursor_secret()
+            after = _position(decode_cursor(secret, bound, cursor), ReadPosition) if cursor else None
+            page, following = g.read_page(moment, after, limit)
+            page.next_cursor = encode_cursor(secret, bound, following) if following else None
+            return g.with_times(page) if timestamps else page
+
+        return self.backend.run_read(read)
+
+    def search_nodes(self, query: str, mode: Mode = "substring", limit: int | None = None, *,
+                     since: str | None = None, cursor: str | None = None, timestamps: bool = False) -> GraphSlice:
+        """The entities ``query`` finds (``mode``: see :data:`graph_memory.models.Mode`), with the
+        relations touching them and their neighbors.
+
+        ``limit`` returns the first ``limit`` matches as it always has, and now a ``next_cursor``
+        when more follow; ``cursor`` reads the next page; ``since`` keeps only matches created or
+        changed at or after it; ``timestamps`` loads the rows' times (pages and ``since``:
+        :mod:`graph_memory.db.pages`).
+
+        Raises: InvalidInput (not UTF-8, bad since or limit); InvalidQuery (too long, bad fts
+        syntax); InvalidCursor.
         """
         check_unicode(query, "query")
-        return self.backend.run_search(lambda g: g.search(query, mode, limit))
+        moment = _since(since)
+        _check_limit(limit)
+        if moment is None and limit is None and cursor is None:
+            return self.backend.run_search(
+                lambda g: g.with_times(g.search(query, mode, None)) if timestamps else g.search(query, mode, None))
+        bound = binding("search_nodes", query, mode, moment)
 
-    def open_nodes(self, names: Sequence[str]) -> GraphSlice:
-        """The named entities (unknown names skipped), the relations touching them, their neighbors.
+        def find(g: Graph) -> GraphSlice:
+            secret = g.cursor_secret()
+            after = _position(decode_cursor(secret, bound, cursor), SearchPosition) if cursor else None
+            page, following = g.search_page(query, mode, moment, after, limit)
+            page.next_cursor = encode_cursor(secret, bound, following) if following else None
+            return g.with_times(page) if timestamps else page
+
+        return self.backend.run_search(find)
+
+    def open_nodes(self, names: Sequence[str], *, timestamps: bool = False) -> GraphSlice:
+        """The named entities (unknown names skipped), the relations touching them, their
+        neighbors; ``timestamps`` loads the rows' times.
 
         Raises: InvalidInput (limits).
         """
         self.limits.batch(names, "names")
         for i, name in enumerate(names):
             check_unicode(name, f"names.{i}")
-        return self.backend.run_read(lambda g: g.open_nodes(names))
+        return self.backend.run_read(
+            lambda g: g.with_times(g.open_nodes(names)) if timestamps else g.open_nodes(names))
+
+    def check_reply(self, tool: str, result: GraphSlice, view: View, timestamps: bool) -> None:
+        """Refuse a reply too large for MCP clients (the official TypeScript client drops any
+        message over 10 MiB, and the connection with it) rather than send or truncate it.
+
+        The bound is ``max_reply_bytes`` (``MEMORY_MAX_REPLY_BYTES``; 0: none) on
+        :func:`reply_bytes`, the estimated size of the JSON-RPC message.
+
+        Raises:
+            ReplyTooLarge: over the bound; the message says how to get all of it.
+        """
+        bound = self.limits.max_reply_bytes
+        if not bound:
+            return
+        size = reply_bytes(result, view, timestamps)
+        if size <= bound:
+            return
+        items = len(result.entities) + len(result.relations) + len(result.neighbors)
+        page = max(1, int(items * bound / size * 0.8))
+        what = (f"{tool}: this reply would be about {size / 1e6:.1f} MB ({len(result.entities)} entities, "
+                f"{len(result.relations)} relations, {len(result.neighbors)} neighbors), over the "
+                f"{bound:,}-byte bound on replies (MEMORY_MAX_REPLY_BYTES) that keeps them within what MCP "
+                f"clients accept; nothing was sent. ")
+        if tool == "open_nodes":
+            how = f"Open fewer names per call (about {max(1, int(len(result.entities) * bound / size * 0.8))})"
+        else:
+            how = (f"Read it in pages: call {tool} again with the same arguments and limit {page} (or less), "
+                   f"then with cursor set to each reply's nextCursor until a reply has none")
+        if view == "full":
+            short = reply_bytes(result, "summary", timestamps)
+            how += (f"; or ask for view 'summary' (names, types and observation counts: about "
+                    f"{short / 1e6:.1f} MB{', which fits' if short <= bound else ''})")
+        raise ReplyTooLarge(what + how + ".")
 
     # -- typed tools (schema files; graph_memory.mcp.typed parses and checks the arguments) -----
 
@@ -325,8 +406,48 @@ class MemoryService:
             self.limits.observation(o, f"{what}.{j}")
 
 
-def _read_graph(g: Graph) -> GraphSlice:
-    return g.read_graph()
+def reply_bytes(result: GraphSlice, view: View, timestamps: bool) -> int:
+    """About how many bytes the JSON-RPC message of a reading tool's reply takes: the payload
+    twice (the indented text item, escaped inside a JSON string, and the compact
+    ``structuredContent``). Counts characters (text outside ASCII takes more bytes, up to 6 per
+    character when escaped); the per-item constants are the two copies' keys, quotes and
+    indentation, measured on ASCII graphs (tests/test_reading.py keeps it within 10 %)."""
+    size = 0
+    observations = 0
+    for entity in result.entities + result.neighbors:
+        size += len(entity.name) + len(entity.entity_type)
+        observations += len(entity.observations)
+        if view == "full":
+            size += sum(map(len, entity.observations))
+    for relation in result.relations:
+        size += len(relation.source) + len(relation.target) + len(relation.relation_type)
+    entities = len(result.entities) + len(result.neighbors)
+    per_entity = 118 if view == "full" else 120
+    per_observation = 16 if view == "full" else 0
+    per_relation = 128
+    if timestamps:
+        per_entity += 150
+        per_relation += 150
+        per_observation += 140 if view == "full" else 0
+    return 2 * size + per_entity * entities + per_observation * observations + per_relation * len(result.relations)
+
+
+def _since(value: str | None) -> str | None:
+    return None if value is None else parse_since(value)
+
+
+def _check_limit(limit: int | None) -> None:
+    if limit is not None and limit < 1:
+        raise InvalidInput(f"limit must be 1 or more (got {limit})")
+
+
+P = TypeVar("P", ReadPosition, SearchPosition)
+
+
+def _position(position: ReadPosition | SearchPosition, kind: type[P]) -> P:
+    if not isinstance(position, kind):
+        raise InvalidCursor("cursor belongs to another tool; call again without cursor to start from the first page")
+    return position
 
 
 def _require_type(g: Graph, type_name: str, name: str, tool: str) -> None:

@@ -89,6 +89,9 @@ class Settings(BaseSettings):
     max_name_length: int = Field(1024, ge=1, description="Longest entity name / type / relation type (characters).")
     max_observation_length: int = Field(65536, ge=1, description="Longest observation (characters).")
     max_batch: int = Field(10_000, ge=1, description="Most items in one tool call's batch.")
+    max_reply_bytes: int = Field(
+        10_000_000, ge=0, description="Largest reply of read_graph/search_nodes/open_nodes (estimated JSON-RPC "
+                                      "message bytes); larger ones are refused with how to page. 0: no bound.")
 
     @classmethod
     def load(cls, **overrides: object) -> Settings:

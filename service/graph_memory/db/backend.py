@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from graph_memory.db import graph, search
+from graph_memory.db import graph, pages, search
 from graph_memory.db.graph import (
     AddedObservations,
     DeleteEntitiesResult,
@@ -26,6 +26,7 @@ from graph_memory.db.graph import (
 )
 from graph_memory.db.store import Connection, Store
 from graph_memory.models import Entity, GraphSlice, Mode, Relation
+from graph_memory.paging import ReadPosition, SearchPosition
 
 T = TypeVar("T")
 
@@ -44,6 +45,27 @@ class Graph(Protocol):
 
     def search(self, query: str, mode: Mode, limit: int | None) -> GraphSlice:
         """The entities ``query`` finds in ``mode`` (at most ``limit``), as :meth:`open_nodes`."""
+        ...
+
+    def read_page(self, since: str | None, after: ReadPosition | None,
+                  limit: int | None) -> tuple[GraphSlice, ReadPosition | None]:
+        """A page of read_graph (entities then relations, at most ``limit`` together; only those
+        changed at or after ``since``) and where the next starts, None after the last
+        (semantics: :mod:`graph_memory.db.pages`)."""
+        ...
+
+    def search_page(self, query: str, mode: Mode, since: str | None, after: SearchPosition | None,
+                    limit: int | None) -> tuple[GraphSlice, SearchPosition | None]:
+        """A page of search_nodes (at most ``limit`` matches changed at or after ``since``) and
+        where the next starts, None after the last."""
+        ...
+
+    def with_times(self, result: GraphSlice) -> GraphSlice:
+        """``result`` with the created/updated times of its rows loaded (None where unknown)."""
+        ...
+
+    def cursor_secret(self) -> bytes:
+        """The database's own key for signing paging cursors (never leaves the server)."""
         ...
 
     def create_entities(self, entities: Sequence[Entity]) -> list[Entity]:
@@ -141,6 +163,20 @@ class SqliteGraph:
 
     def search(self, query: str, mode: Mode, limit: int | None) -> GraphSlice:
         return search.search(self.conn, query, mode, limit)
+
+    def read_page(self, since: str | None, after: ReadPosition | None,
+                  limit: int | None) -> tuple[GraphSlice, ReadPosition | None]:
+        return pages.read_page(self.conn, since, after, limit)
+
+    def search_page(self, query: str, mode: Mode, since: str | None, after: SearchPosition | None,
+                    limit: int | None) -> tuple[GraphSlice, SearchPosition | None]:
+        return pages.search_page(self.conn, query, mode, since, after, limit)
+
+    def with_times(self, result: GraphSlice) -> GraphSlice:
+        return graph.with_times(self.conn, result)
+
+    def cursor_secret(self) -> bytes:
+        return pages.cursor_secret(self.conn)
 
     def create_entities(self, entities: Sequence[Entity]) -> list[Entity]:
         return graph.create_entities(self.conn, entities)

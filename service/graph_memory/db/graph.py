@@ -13,14 +13,22 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast
 
 import apsw
 
 from graph_memory.db import index
 from graph_memory.errors import Conflict, EntityNotFound, RelationNotFound
-from graph_memory.models import Entity, GraphSlice, Relation
+from graph_memory.models import Entity, EntityTimes, GraphSlice, Relation, Times
+
+# The stored time of a write (ISO 8601 UTC, milliseconds), and the stored "unknown" (rows
+# imported from a legacy file, which keeps no times; migrations/0006 says why it is '' and not NULL).
+NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+UNKNOWN_TIME = ""
+# Set while graph.merging runs: the rows inserted then come from a legacy file, times unknown.
+_importing: ContextVar[bool] = ContextVar("graph_memory_importing", default=False)
 
 
 def _unique(items: Iterable[str]) -> list[str]:
@@ -135,6 +143,37 @@ def read_graph(conn: apsw.Connection) -> GraphSlice:
     return GraphSlice(entities, relations, [])
 
 
+def _time(value: str) -> str | None:
+    return value or None   # UNKNOWN_TIME -> None
+
+
+def with_times(conn: apsw.Connection, result: GraphSlice) -> GraphSlice:
+    """``result`` with the times of its entities, their observations and its relations loaded
+    (:attr:`Entity.times`, :attr:`Relation.times`; None where unknown). Run it in the transaction
+    that read ``result``."""
+    entities = result.entities + result.neighbors
+    if entities:
+        members, params = _members([e.name for e in entities])
+        heads = {name: (entity_id, Times(_time(created), _time(updated))) for name, entity_id, created, updated
+                 in conn.execute(f"SELECT name, id, created_at, updated_at FROM entities WHERE name IN {members}",
+                                 params)}
+        members, ids = _members([entity_id for entity_id, _ in heads.values()])
+        observed = {(entity_id, content): Times(_time(created), _time(updated)) for entity_id, content, created, updated
+                    in conn.execute(f"SELECT entity_id, content, created_at, updated_at FROM observations "
+                                    f"WHERE entity_id IN {members}", ids)}
+        for entity in entities:
+            entity_id, times = heads[entity.name]
+            entity.times = EntityTimes(times, [observed[(entity_id, o)] for o in entity.observations])
+    if result.relations:
+        rows = conn.execute(
+            "SELECT r.from_name, r.to_name, r.relation_type, r.created_at, coalesce(r.updated_at, r.created_at) "
+            "FROM json_each(?) j JOIN relations r ON r.from_name = j.value ->> 0 AND r.to_name = j.value ->> 1 "
+            "AND r.relation_type = j.value ->> 2", (_json([list(r.key) for r in result.relations]),))
+        times_of = {(f, t, k): Times(_time(created), _time(updated)) for f, t, k, created, updated in rows}
+        result.relations = [replace(r, times=times_of[r.key]) for r in result.relations]
+    return result
+
+
 def open_nodes(conn: apsw.Connection, names: Sequence[str]) -> GraphSlice:
     """The entities with exactly these names (unknown names skipped), in rowid order, with the
     relations that have at least one endpoint among them and their neighbors."""
@@ -205,10 +244,14 @@ def create_relations(conn: apsw.Connection, relations: Sequence[Relation]) -> li
 def insert_entity(conn: apsw.Connection, name: str, entity_type: str) -> int | None:
     """Insert an entity without observations; returns its id, or None when the name exists
     (nothing written)."""
-    row = conn.execute(
-        "INSERT INTO entities (name, entity_type) VALUES (?, ?) ON CONFLICT (name) DO NOTHING RETURNING id",
-        (name, entity_type),
-    ).fetchone()
+    if _importing.get():
+        row = conn.execute("INSERT INTO entities (name, entity_type, created_at, updated_at) VALUES (?, ?, '', '') "
+                           "ON CONFLICT (name) DO NOTHING RETURNING id", (name, entity_type)).fetchone()
+    else:
+        row = conn.execute(
+            "INSERT INTO entities (name, entity_type) VALUES (?, ?) ON CONFLICT (name) DO NOTHING RETURNING id",
+            (name, entity_type),
+        ).fetchone()
     return None if row is None else cast(int, row[0])
 
 
@@ -227,14 +270,19 @@ def observation_contents(conn: apsw.Connection, entity_id: int) -> set[str]:
 def insert_observations(conn: apsw.Connection, rows: Iterable[tuple[int, str]]) -> None:
     """Insert observations ``(entity_id, content)`` the entities do not have yet (the caller
     checked: a repeat violates the unique constraint and fails the call)."""
-    conn.executemany("INSERT INTO observations (entity_id, content) VALUES (?, ?)", rows)
+    if _importing.get():
+        conn.executemany("INSERT INTO observations (entity_id, content, created_at, updated_at) "
+                         "VALUES (?, ?, '', '')", rows)
+    else:
+        conn.executemany("INSERT INTO observations (entity_id, content) VALUES (?, ?)", rows)
 
 
 def insert_relation(conn: apsw.Connection, relation: Relation) -> bool:
     """Insert ``relation`` as it is (endpoints not checked); False when its triple exists
     (nothing written: the existing one keeps its weight)."""
+    created = "''" if _importing.get() else NOW
     return conn.execute(
-        "INSERT INTO relations (from_name, to_name, relation_type, weight) VALUES (?, ?, ?, ?) "
+        f"INSERT INTO relations (from_name, to_name, relation_type, weight, created_at) VALUES (?, ?, ?, ?, {created}) "
         "ON CONFLICT DO NOTHING RETURNING id",
         (relation.source, relation.target, relation.relation_type, relation.weight),
     ).fetchone() is not None
@@ -253,13 +301,25 @@ def merging(conn: apsw.Connection, entities: int, *,
     relations into the graph (an import, with the helpers above); the search documents are
     kept in step as :func:`graph_memory.db.index.sync_mode` chooses for a merge of this size
     into what is stored. ``on_rebuild`` is called before the search index is rebuilt at the
-    end, when it is (a long step worth reporting)."""
+    end, when it is (a long step worth reporting).
+
+    The rows inserted in the body get unknown times (a legacy file keeps none); existing rows
+    keep theirs."""
     (existing,) = conn.execute("SELECT count(*) FROM entities").fetchall()[0]
     mode = index.sync_mode(merged_entities=entities, existing_entities=cast(int, existing))
-    with index.keeping_in_sync(conn, mode):
-        yield
-        if mode is index.SyncMode.REBUILD and on_rebuild is not None:
-            on_rebuild()
+    importing = _importing.set(True)
+    try:
+        with index.keeping_in_sync(conn, mode):
+            yield
+            if mode is index.SyncMode.REBUILD and on_rebuild is not None:
+                on_rebuild()
+    finally:
+        _importing.reset(importing)
+
+
+def _touch(conn: apsw.Connection, entity_id: int) -> None:
+    """Record that the entity's observations changed now (its ``updated_at``: what ``since`` reads)."""
+    conn.execute(f"UPDATE entities SET updated_at = {NOW} WHERE id = ?", (entity_id,))
 
 
 @dataclass(slots=True)
@@ -299,6 +359,8 @@ def _add_observations(conn: apsw.Connection, items: Sequence[tuple[str, Sequence
             ).fetchone()
             if row is not None:
                 added.append(content)
+        if added:
+            _touch(conn, entity_id)
         results.append(AddedObservations(name, added))
     return results
 
@@ -371,6 +433,8 @@ def delete_observations(conn: apsw.Connection, items: Sequence[tuple[str, Sequen
             if conn.execute("DELETE FROM observations WHERE entity_id = ? AND content = ? RETURNING id",
                             (row[0], content)).fetchone() is not None:
                 deleted.append(content)
+        if deleted:
+            _touch(conn, row[0])
         out.results.append(DeletedObservations(name, len(observations), deleted))
     return out
 
@@ -441,6 +505,7 @@ def update_observations(conn: apsw.Connection, updates: Sequence[ObservationUpda
         if row is None:
             raise Conflict(f"entity {update.entity_name} has no observation {update.match!r}; "
                            f"nothing was changed")
+        _touch(conn, entity_id)
         grouped.setdefault(update.entity_name, []).append(
             {"match": update.match, "replacement": update.replacement})
     return [{"entityName": name, "updatedObservations": items} for name, items in grouped.items()]
@@ -485,6 +550,7 @@ def set_observation_by_prefix(conn: apsw.Connection, name: str, prefix: str, con
         "ORDER BY id LIMIT 1",
         (entity_id, prefix),
     ).fetchone()
+    _touch(conn, entity_id)
     if row is None:
         conn.execute("INSERT INTO observations (entity_id, content) VALUES (?, ?)", (entity_id, content))
         return PrefixEdit("added", content)
@@ -508,6 +574,8 @@ def delete_observations_by_prefix(conn: apsw.Connection, name: str, prefix: str)
         "RETURNING id, content",
         (entity_id, prefix),
     ).fetchall()
+    if rows:
+        _touch(conn, entity_id)
     return [str(content) for _, content in sorted(rows)]
 
 
@@ -558,6 +626,6 @@ def update_relation_weights(conn: apsw.Connection, items: Sequence[tuple[Relatio
             raise RelationNotFound(*relation.key)
         previous = float(row[1])
         weight = (previous + evidence) / 2
-        conn.execute("UPDATE relations SET weight = ? WHERE id = ?", (weight, row[0]))
+        conn.execute(f"UPDATE relations SET weight = ?, updated_at = {NOW} WHERE id = ?", (weight, row[0]))
         changes.append(WeightChange(Relation(*relation.key, weight), previous, evidence))
     return changes

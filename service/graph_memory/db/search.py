@@ -67,6 +67,36 @@ _HEAD = "e.id, e.name, e.entity_type"
 _Heads = list[tuple[int, str, str]]
 
 
+def match_ids(conn: apsw.Connection, query: str, mode: Mode) -> list[int]:
+    """The ids of every entity ``query`` matches in ``mode``, in the order :func:`search` returns
+    them (rowid order for ``substring``, best first for the ranked modes): what paging
+    (:mod:`graph_memory.db.pages`) cuts into pages.
+
+    Raises:
+        InvalidQuery: as :func:`search`.
+    """
+    if mode == "substring":
+        check_query(query)
+        needle = query.lower()
+        if not needle:
+            return [row[0] for row in conn.execute("SELECT id FROM entities ORDER BY id")]
+        if not _storable(needle):
+            return []
+        if "\n" in needle:
+            heads = _substring_heads(conn, needle, None, verify=False)
+            return [h[0] for h, e in zip(heads, _entities(conn, heads), strict=True) if entity_matches(e, needle)]
+        return [h[0] for h in _substring_heads(conn, needle, None, verify=True)]
+    if mode == "words":
+        check_query(query)
+        if not query.split():
+            return [row[0] for row in conn.execute("SELECT id FROM entities ORDER BY id")]
+        return [h[0] for h in _words_heads(conn, query, None)]
+    if mode == "fts":
+        check_query(query)
+        return [h[0] for h in _fts_heads(conn, query, None)]
+    raise InvalidQuery(f"unknown search mode {mode!r}; use one of: {', '.join(MODES)}")
+
+
 def search(conn: apsw.Connection, query: str, mode: Mode = "substring", limit: int | None = None) -> GraphSlice:
     """Run ``search_nodes``: the matching entities (at most ``limit``), the relations with at least
     one endpoint among them (rowid order) and the neighbors those relations reach.
@@ -177,11 +207,16 @@ def search_words(conn: apsw.Connection, query: str, limit: int | None = None) ->
         InvalidQuery: query longer than 2048 characters.
     """
     check_query(query)
-    terms = _unique(t.lower() for t in query.split())
-    if not terms:
+    if not query.split():
         return _slice(conn, _all_entities(conn, limit))
+    return _slice(conn, _entities(conn, _words_heads(conn, query, limit)))
+
+
+def _words_heads(conn: apsw.Connection, query: str, limit: int | None) -> _Heads:
+    """The heads :func:`search_words` returns for a query with at least one term, in its order."""
+    terms = _unique(t.lower() for t in query.split())
     if not all(_storable(t) for t in terms):  # a term no stored text can contain (lone surrogate)
-        return GraphSlice([], [])
+        return []
     params: dict[str, Any] = {f"t{i}": t for i, t in enumerate(terms)}
     checks = " AND ".join(
         f"(instr(s.name, :t{i}) OR instr(s.entity_type, :t{i}) OR instr(s.observations, :t{i}))"
@@ -198,7 +233,7 @@ def search_words(conn: apsw.Connection, query: str, limit: int | None = None) ->
             f"+ {obs_w} * (instr(s.observations, :t{i}) > 0)" for i in range(len(terms)))
         heads = _fetch(conn, f"SELECT {_HEAD} FROM entity_search s JOIN entities e ON e.id = s.entity_id "
                              f"WHERE {checks} ORDER BY {score} DESC, s.entity_id {_limit(limit)}", params)
-    return _slice(conn, _entities(conn, heads))
+    return heads
 
 
 # -- fts ------------------------------------------------------------------------------------------
@@ -222,6 +257,11 @@ def search_fts(conn: apsw.Connection, query: str, limit: int | None = None) -> G
             what is wrong and where; SQLite's own messages never reach the caller).
     """
     check_query(query)
+    return _slice(conn, _entities(conn, _fts_heads(conn, query, limit)))
+
+
+def _fts_heads(conn: apsw.Connection, query: str, limit: int | None) -> _Heads:
+    """The heads :func:`search_fts` returns, in its order (raises as it does)."""
     match = compile_fts(query)
     try:
         heads = _ranked(conn, "FROM {t} f JOIN entities e ON e.id = f.rowid WHERE {t} MATCH :m{current}",
@@ -230,7 +270,7 @@ def search_fts(conn: apsw.Connection, query: str, limit: int | None = None) -> G
         # compile_fts accepts only what FTS5 accepts; this is a safety net, never a raw message.
         raise InvalidQuery(f"the fts query {_excerpt(query)} could not be run by the search index; "
                            f"simplify it or use mode 'words'") from None
-    return _slice(conn, _entities(conn, heads))
+    return heads
 
 
 def compile_fts(query: str) -> str:

@@ -407,32 +407,38 @@ def _update_relations(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
                    {"relations_weighed": len(changes), "relation_weights_changed": changed})
 
 
-def _graph_outcome(result: GraphSlice, args: ShapeArgs) -> Outcome:
-    payload = result.shaped(args.view or "full", bool(args.timestamps))
+def _graph_outcome(app: MemoryService, tool: str, result: GraphSlice, args: ShapeArgs) -> Outcome:
+    view, timestamps = args.view or "full", bool(args.timestamps)
+    app.check_reply(tool, result, view, timestamps)
+    payload = result.shaped(view, timestamps)
     return Outcome(payload, payload)
 
 
 def _read_graph(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
     args = parse_args(PageArgs, "read_graph", arguments)
-    return _graph_outcome(app.read_graph(), args)
+    result = app.read_graph(since=args.since, limit=args.limit, cursor=args.cursor, timestamps=bool(args.timestamps))
+    return _graph_outcome(app, "read_graph", result, args)
 
 
 def _search_nodes(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
     args = parse_args(SearchArgs, "search_nodes", arguments)
-    return _graph_outcome(app.search_nodes(args.query, args.mode or "substring", args.limit), args)
+    result = app.search_nodes(args.query, args.mode or "substring", args.limit, since=args.since, cursor=args.cursor,
+                              timestamps=bool(args.timestamps))
+    return _graph_outcome(app, "search_nodes", result, args)
 
 
 def _open_nodes(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
     args = parse_args(OpenArgs, "open_nodes", arguments)
-    return _graph_outcome(app.open_nodes(args.names), args)
+    return _graph_outcome(app, "open_nodes", app.open_nodes(args.names, timestamps=bool(args.timestamps)), args)
 
 
 # The reading tools' optional arguments. Every word here is in every conversation's tools/list:
 # keep them short (bench/tools_list.py measures it against the reference server).
 VIEW_IN = {"type": "string", "enum": ["full", "summary"]}
 TIMESTAMPS_IN = {"type": "boolean"}
-SHAPE_IN = {"view": VIEW_IN}
-PAGE_IN: dict[str, Any] = {}
+SHAPE_IN = {"view": VIEW_IN, "timestamps": TIMESTAMPS_IN}
+PAGE_IN = {"since": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "description": "Page size"},
+           "cursor": {"type": "string"}}
 
 
 def _results_schema(item: dict[str, Any]) -> dict[str, Any]:
@@ -553,7 +559,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         _object({
             "query": _str("Text to find"),
             "mode": {"type": "string", "enum": list(MODES), "default": "substring"},
-            "limit": {"type": "integer", "minimum": 1, "description": "Page size"},
             **SHAPE_IN, **PAGE_IN,
         }, ["query"]),
         GRAPH_OUT,

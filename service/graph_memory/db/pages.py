@@ -1,0 +1,167 @@
+"""Pages and ``since`` for read_graph and search_nodes (SQLite).
+
+Pages are cut on stable keys, never offsets (positions: :mod:`graph_memory.paging`), so a row
+committed before the first page is neither skipped nor repeated, whatever is written between
+pages; rows written later may or may not appear.
+
+read_graph
+    Entities in rowid order, then relations in rowid order; ``limit`` counts both (a page holds
+    at most ``limit`` entities and relations together). ``neighbors`` is always empty. With
+    ``since``: the entities whose ``updated_at`` (created, or an observation added, edited or
+    removed) is at or after it, and the relations created or re-weighed at or after it.
+search_nodes
+    ``limit`` counts matched entities, as it always has. Each page holds its matches, the
+    relations touching them that no earlier page held (a relation between two matches comes with
+    the earlier one), and the neighbors (far ends that match nothing) no earlier page held.
+    ``substring`` pages in rowid order keyed on the last entity id; the ranked modes rank once, at
+    the first page, and the cursor carries the ids still to come in that order (about 1–3 bytes
+    per match), so a later write cannot reorder, skip or repeat them. With ``since``, only
+    matches changed at or after it count.
+
+Concatenating the pages (entities, relations and neighbors each in page order) gives the
+unpaged reply's entities in the same order and its relations and neighbors each exactly once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import cast
+
+import apsw
+
+from graph_memory.db import search
+from graph_memory.db.graph import _load_entities, _members, _unique
+from graph_memory.models import Entity, GraphSlice, Mode, Relation
+from graph_memory.paging import ReadPosition, SearchPosition
+
+_RELATION = "id, from_name, to_name, relation_type, weight"
+
+
+def cursor_secret(conn: apsw.Connection) -> bytes:
+    """This database's key for signing cursors (migrations/0006)."""
+    row = conn.execute("SELECT secret FROM cursor_secret WHERE id = 1").fetchone()
+    return bytes(row[0]) if row is not None else b""
+
+
+def read_page(conn: apsw.Connection, since: str | None, after: ReadPosition | None,
+              limit: int | None) -> tuple[GraphSlice, ReadPosition | None]:
+    """One page of read_graph (everything left when ``limit`` is None) and where the next starts
+    (None: this was the last)."""
+    position = after or ReadPosition("entities", 0)
+    room = limit
+    entities: list[Entity] = []
+    if position.phase == "entities":
+        changed = " AND updated_at >= ?" if since is not None else ""
+        params: tuple[object, ...] = (position.last_id, *((since,) if since is not None else ()))
+        ids = [row[0] for row in conn.execute(
+            f"SELECT id FROM entities WHERE id > ?{changed} ORDER BY id"
+            f"{'' if room is None else ' LIMIT ' + str(int(room) + 1)}", params)]
+        if room is not None and len(ids) > room:
+            ids = ids[:room]
+            return GraphSlice(_load_ids(conn, ids), [], []), ReadPosition("entities", ids[-1])
+        entities = _load_ids(conn, ids)
+        if room is not None:
+            room -= len(ids)
+        position = ReadPosition("relations", 0)
+    changed = " AND coalesce(updated_at, created_at) >= ?" if since is not None else ""
+    params = (position.last_id, *((since,) if since is not None else ()))
+    rows = cast(list[tuple[int, str, str, str, float]], conn.execute(
+        f"SELECT {_RELATION} FROM relations WHERE id > ?{changed} ORDER BY id"
+        f"{'' if room is None else ' LIMIT ' + str(int(room) + 1)}", params).fetchall())
+    more = room is not None and len(rows) > room
+    if more:
+        rows = rows[:room]
+    relations = [Relation(*row[1:]) for row in rows]
+    following = ReadPosition("relations", rows[-1][0] if rows else position.last_id) if more else None
+    return GraphSlice(entities, relations, []), following
+
+
+def search_page(conn: apsw.Connection, query: str, mode: Mode, since: str | None, after: SearchPosition | None,
+                limit: int | None) -> tuple[GraphSlice, SearchPosition | None]:
+    """One page of search_nodes (every match left when ``limit`` is None) and where the next
+    starts (None: this was the last).
+
+    Raises:
+        InvalidQuery: as :func:`graph_memory.db.search.search`.
+    """
+    matches = search.match_ids(conn, query, mode)
+    if since is not None:
+        recent = {row[0] for row in conn.execute("SELECT id FROM entities WHERE updated_at >= ?", (since,))}
+        matches = [i for i in matches if i in recent]
+    ranked = mode != "substring"
+    if not ranked:
+        start = after.after if after is not None else 0
+        todo = [i for i in matches if i > start]
+        earlier = {i for i in matches if i <= start}
+    elif after is None or after.rest is None:
+        todo, earlier = matches, set()
+    else:   # the first page's ranking, frozen; what no longer exists is gone
+        alive = _existing(conn, after.rest)
+        todo = [i for i in after.rest if i in alive]
+        waiting = set(after.rest)
+        earlier = {i for i in matches if i not in waiting}
+    page = todo if limit is None else todo[:limit]
+    rest = todo[len(page):]
+    following: SearchPosition | None = None
+    if rest:
+        following = SearchPosition(rest=tuple(rest)) if ranked else SearchPosition(after=page[-1])
+    entities = _load_ids(conn, page, ordered=ranked)
+    return _page_slice(conn, entities, _names(conn, earlier), _names(conn, set(matches) | set(page))), following
+
+
+def _page_slice(conn: apsw.Connection, entities: list[Entity], earlier: set[str], matched: set[str]) -> GraphSlice:
+    """``entities`` with the relations touching them whose other end is not in ``earlier`` (those
+    came with an earlier page), and the far ends of those relations that match nothing
+    (``matched``) and touch nothing in ``earlier``."""
+    names = [e.name for e in entities]
+    inside = set(names)
+    relations = [r for r in _touching(conn, names) if r.source not in earlier and r.target not in earlier]
+    far = _unique(n for r in relations for n in (r.source, r.target) if n not in inside and n not in matched)
+    if earlier and far:   # a neighbor of an earlier page's match came with that page
+        seen = {n for r in _touching(conn, far) for n, other in ((r.source, r.target), (r.target, r.source))
+                if n in far and other in earlier}
+        far = [n for n in far if n not in seen]
+    neighbors = _load_names(conn, far)
+    return GraphSlice(entities, relations, neighbors)
+
+
+def _touching(conn: apsw.Connection, names: list[str]) -> list[Relation]:
+    if not names:
+        return []
+    members, params = _members(names)
+    rows = conn.execute(f"SELECT from_name, to_name, relation_type, weight FROM relations "
+                        f"WHERE from_name IN {members} OR to_name IN {members} ORDER BY id", params + params)
+    return [Relation(*row) for row in rows]
+
+
+def _existing(conn: apsw.Connection, ids: Iterable[int]) -> set[int]:
+    members, params = _members(list(ids))
+    return {row[0] for row in conn.execute(f"SELECT id FROM entities WHERE id IN {members}", params)}
+
+
+def _names(conn: apsw.Connection, ids: set[int]) -> set[str]:
+    if not ids:
+        return set()
+    members, params = _members(list(ids))
+    return {row[0] for row in conn.execute(f"SELECT name FROM entities WHERE id IN {members}", params)}
+
+
+def _load_ids(conn: apsw.Connection, ids: list[int], *, ordered: bool = False) -> list[Entity]:
+    """The entities ``ids`` with their observations: in rowid order, or with ``ordered`` in the
+    order of ``ids``."""
+    if not ids:
+        return []
+    members, params = _members(ids)
+    entities = _load_entities(conn, f"WHERE e.id IN {members}", params)
+    if not ordered:
+        return entities
+    by_name = {e.name: e for e in entities}
+    names = dict(conn.execute(f"SELECT id, name FROM entities WHERE id IN {members}", params))
+    return [by_name[names[i]] for i in ids if i in names]
+
+
+def _load_names(conn: apsw.Connection, names: list[str]) -> list[Entity]:
+    if not names:
+        return []
+    members, params = _members(names)
+    return _load_entities(conn, f"WHERE e.name IN {members}", params)
