@@ -240,6 +240,7 @@ class MemoryService:
         """
         moment = _since(since)
         _check_limit(limit)
+        cursor = cursor or None   # "" is "not given", as null is
         if moment is None and limit is None and cursor is None:
             return self.backend.run_read(lambda g: g.with_times(g.read_graph()) if timestamps else g.read_graph())
         bound = binding("read_graph", moment)
@@ -269,6 +270,7 @@ class MemoryService:
         check_unicode(query, "query")
         moment = _since(since)
         _check_limit(limit)
+        cursor = cursor or None   # "" is "not given", as null is
         if moment is None and limit is None and cursor is None:
             return self.backend.run_search(
                 lambda g: g.with_times(g.search(query, mode, None)) if timestamps else g.search(query, mode, None))
@@ -311,21 +313,27 @@ class MemoryService:
         size = reply_bytes(result, view, timestamps)
         if size <= bound:
             return
-        items = len(result.entities) + len(result.relations) + len(result.neighbors)
-        page = max(1, int(items * bound / size * 0.8))
-        what = (f"{tool}: this reply would be about {size / 1e6:.1f} MB ({len(result.entities)} entities, "
+        # A page size that fits even when a page holds only the heavier kind of item; a search
+        # page's relations and neighbors come with its matches, so count them into each match.
+        entity_bytes, relation_bytes = _reply_parts(result, view, timestamps)
+        if tool == "read_graph":
+            heaviest = max(entity_bytes / max(1, len(result.entities)), relation_bytes / max(1, len(result.relations)))
+        else:
+            heaviest = (entity_bytes + relation_bytes) / max(1, len(result.entities))
+        page = max(1, int(bound * 0.8 / heaviest))
+        what = (f"{tool}: this reply would be about {size:,} bytes ({len(result.entities)} entities, "
                 f"{len(result.relations)} relations, {len(result.neighbors)} neighbors), over the "
                 f"{bound:,}-byte bound on replies (MEMORY_MAX_REPLY_BYTES) that keeps them within what MCP "
                 f"clients accept; nothing was sent. ")
         if tool == "open_nodes":
-            how = f"Open fewer names per call (about {max(1, int(len(result.entities) * bound / size * 0.8))})"
+            how = f"Open fewer names per call (about {page})"
         else:
             how = (f"Read it in pages: call {tool} again with the same arguments and limit {page} (or less), "
                    f"then with cursor set to each reply's nextCursor until a reply has none")
         if view == "full":
             short = reply_bytes(result, "summary", timestamps)
             how += (f"; or ask for view 'summary' (names, types and observation counts: about "
-                    f"{short / 1e6:.1f} MB{', which fits' if short <= bound else ''})")
+                    f"{short:,} bytes{', which fits' if short <= bound else ''})")
         raise ReplyTooLarge(what + how + ".")
 
     # -- typed tools (schema files; graph_memory.mcp.typed parses and checks the arguments) -----
@@ -412,6 +420,12 @@ def reply_bytes(result: GraphSlice, view: View, timestamps: bool) -> int:
     ``structuredContent``). Counts characters (text outside ASCII takes more bytes, up to 6 per
     character when escaped); the per-item constants are the two copies' keys, quotes and
     indentation, measured on ASCII graphs (tests/test_reading.py keeps it within 10 %)."""
+    entity_bytes, relation_bytes = _reply_parts(result, view, timestamps)
+    return 250 + entity_bytes + relation_bytes
+
+
+def _reply_parts(result: GraphSlice, view: View, timestamps: bool) -> tuple[int, int]:
+    """:func:`reply_bytes` of the entities (and neighbors), and of the relations."""
     size = 0
     observations = 0
     for entity in result.entities + result.neighbors:
@@ -419,17 +433,14 @@ def reply_bytes(result: GraphSlice, view: View, timestamps: bool) -> int:
         observations += len(entity.observations)
         if view == "full":
             size += sum(map(len, entity.observations))
-    for relation in result.relations:
-        size += len(relation.source) + len(relation.target) + len(relation.relation_type)
-    entities = len(result.entities) + len(result.neighbors)
-    per_entity = 118 if view == "full" else 120
-    per_observation = 16 if view == "full" else 0
-    per_relation = 128
-    if timestamps:
-        per_entity += 150
-        per_relation += 150
-        per_observation += 140 if view == "full" else 0
-    return 2 * size + per_entity * entities + per_observation * observations + per_relation * len(result.relations)
+    if view == "full":
+        per_entity, per_observation = (378, 236) if timestamps else (141, 20)
+    else:
+        per_entity, per_observation = (329 if timestamps else 147), 0
+    entity_bytes = (2 * size + per_entity * (len(result.entities) + len(result.neighbors))
+                    + per_observation * observations)
+    size = sum(len(r.source) + len(r.target) + len(r.relation_type) for r in result.relations)
+    return entity_bytes, 2 * size + (309 if timestamps else 127) * len(result.relations)
 
 
 def _since(value: str | None) -> str | None:
