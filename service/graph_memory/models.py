@@ -9,7 +9,7 @@ default, so upstream's shape is unchanged for every caller that never sets it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 DEFAULT_WEIGHT = 1.0
 
@@ -24,11 +24,10 @@ observation) or ``summary`` (``observationCount`` instead of the observation tex
 VIEWS: tuple[View, ...] = ("full", "summary")
 
 
-@dataclass(frozen=True, slots=True)
-class Times:
+class Times(NamedTuple):
     """When a row was created and last changed: ISO 8601 UTC strings
     (``2026-12-01T17:29:28.123Z``), None when unknown (rows imported from a legacy file, which
-    keeps no times)."""
+    keeps no times). A tuple: a large read builds one per observation."""
 
     created_at: str | None
     updated_at: str | None

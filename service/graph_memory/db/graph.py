@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 import apsw
@@ -143,34 +143,42 @@ def read_graph(conn: apsw.Connection) -> GraphSlice:
     return GraphSlice(entities, relations, [])
 
 
-def _time(value: str) -> str | None:
-    return value or None   # UNKNOWN_TIME -> None
-
-
 def with_times(conn: apsw.Connection, result: GraphSlice) -> GraphSlice:
     """``result`` with the times of its entities, their observations and its relations loaded
     (:attr:`Entity.times`, :attr:`Relation.times`; None where unknown). Run it in the transaction
     that read ``result``."""
+    # nullif: the stored UNKNOWN_TIME is shown as null (migrations/0006).
     entities = result.entities + result.neighbors
     if entities:
         members, params = _members([e.name for e in entities])
-        heads = {name: (entity_id, Times(_time(created), _time(updated))) for name, entity_id, created, updated
-                 in conn.execute(f"SELECT name, id, created_at, updated_at FROM entities WHERE name IN {members}",
-                                 params)}
+        heads = {row[0]: (row[1], Times(row[2], row[3])) for row in conn.execute(
+            f"SELECT name, id, nullif(created_at, ''), nullif(updated_at, '') FROM entities WHERE name IN {members}",
+            params)}
+        # Observations are listed in id order (the loaders' order), so their times are too. Rows
+        # written together share their times: one Times object each (a large read holds many).
         members, ids = _members([entity_id for entity_id, _ in heads.values()])
-        observed = {(entity_id, content): Times(_time(created), _time(updated)) for entity_id, content, created, updated
-                    in conn.execute(f"SELECT entity_id, content, created_at, updated_at FROM observations "
-                                    f"WHERE entity_id IN {members}", ids)}
+        observed: dict[int, list[Times]] = {entity_id: [] for entity_id, _ in heads.values()}
+        shared: dict[tuple[str | None, str | None], Times] = {}
+        for entity_id, created, updated in conn.execute(
+                f"SELECT entity_id, nullif(created_at, ''), nullif(updated_at, '') FROM observations "
+                f"WHERE entity_id IN {members} ORDER BY id", ids):
+            key = (created, updated)
+            times = shared.get(key)
+            if times is None:
+                times = shared[key] = Times(created, updated)
+            observed[entity_id].append(times)
         for entity in entities:
             entity_id, times = heads[entity.name]
-            entity.times = EntityTimes(times, [observed[(entity_id, o)] for o in entity.observations])
+            entity.times = EntityTimes(times, observed[entity_id])
     if result.relations:
         rows = conn.execute(
-            "SELECT r.from_name, r.to_name, r.relation_type, r.created_at, coalesce(r.updated_at, r.created_at) "
-            "FROM json_each(?) j JOIN relations r ON r.from_name = j.value ->> 0 AND r.to_name = j.value ->> 1 "
-            "AND r.relation_type = j.value ->> 2", (_json([list(r.key) for r in result.relations]),))
-        times_of = {(f, t, k): Times(_time(created), _time(updated)) for f, t, k, created, updated in rows}
-        result.relations = [replace(r, times=times_of[r.key]) for r in result.relations]
+            "SELECT r.from_name, r.to_name, r.relation_type, nullif(r.created_at, ''), "
+            "nullif(coalesce(r.updated_at, r.created_at), '') FROM json_each(?) j JOIN relations r "
+            "ON r.from_name = j.value ->> 0 AND r.to_name = j.value ->> 1 AND r.relation_type = j.value ->> 2",
+            (_json([list(r.key) for r in result.relations]),))
+        times_of = {(row[0], row[1], row[2]): Times(row[3], row[4]) for row in rows}
+        result.relations = [Relation(r.source, r.target, r.relation_type, r.weight, times_of[r.key])
+                            for r in result.relations]
     return result
 
 

@@ -24,7 +24,7 @@ unpaged reply's entities in the same order and its relations and neighbors each 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import cast
 
 import apsw
@@ -84,45 +84,68 @@ def search_page(conn: apsw.Connection, query: str, mode: Mode, since: str | None
     Raises:
         InvalidQuery: as :func:`graph_memory.db.search.search`.
     """
+    if mode == "substring":
+        # Keyed on rowid: the page's matches come from the index with LIMIT, and only the ends
+        # of its relations are checked against the query, never every match.
+        start = after.after if after is not None else 0
+        ids = search.substring_ids(conn, query, after=start, limit=None if limit is None else limit + 1, since=since)
+        page = ids if limit is None else ids[:limit]
+        following = SearchPosition(after=page[-1]) if len(ids) > len(page) else None
+
+        def matched(candidates: set[int]) -> set[int]:
+            return candidates & set(page) | search.substring_among(conn, query, candidates - set(page), since)
+
+        def earlier(candidates: set[int]) -> set[int]:
+            return {i for i in matched({i for i in candidates if i <= start})}
+
+        return _page_slice(conn, _load_ids(conn, page), earlier if start else None, matched), following
+    # The ranked modes rank every match once, at the first page, and freeze that order.
     matches = search.match_ids(conn, query, mode)
     if since is not None:
         recent = {row[0] for row in conn.execute("SELECT id FROM entities WHERE updated_at >= ?", (since,))}
         matches = [i for i in matches if i in recent]
-    ranked = mode != "substring"
-    if not ranked:
-        start = after.after if after is not None else 0
-        todo = [i for i in matches if i > start]
-        earlier = {i for i in matches if i <= start}
-    elif after is None or after.rest is None:
-        todo, earlier = matches, set()
-    else:   # the first page's ranking, frozen; what no longer exists is gone
+    if after is None or after.rest is None:
+        todo = matches
+    else:   # what no longer exists is gone
         alive = _existing(conn, after.rest)
         todo = [i for i in after.rest if i in alive]
-        waiting = set(after.rest)
-        earlier = {i for i in matches if i not in waiting}
     page = todo if limit is None else todo[:limit]
     rest = todo[len(page):]
-    following: SearchPosition | None = None
-    if rest:
-        following = SearchPosition(rest=tuple(rest)) if ranked else SearchPosition(after=page[-1])
-    entities = _load_ids(conn, page, ordered=ranked)
-    return _page_slice(conn, entities, _names(conn, earlier), _names(conn, set(matches) | set(page))), following
+    found, waiting = set(matches) | set(page), set(todo)
+
+    def earlier_ranked(candidates: set[int]) -> set[int]:
+        return {i for i in candidates if i in found and i not in waiting}
+
+    return (_page_slice(conn, _load_ids(conn, page, ordered=True), None if after is None else earlier_ranked,
+                        found.intersection),
+            SearchPosition(rest=tuple(rest)) if rest else None)
 
 
-def _page_slice(conn: apsw.Connection, entities: list[Entity], earlier: set[str], matched: set[str]) -> GraphSlice:
-    """``entities`` with the relations touching them whose other end is not in ``earlier`` (those
-    came with an earlier page), and the far ends of those relations that match nothing
-    (``matched``) and touch nothing in ``earlier``."""
+IdTest = Callable[[set[int]], set[int]]
+
+
+def _page_slice(conn: apsw.Connection, entities: list[Entity], earlier: IdTest | None, matched: IdTest) -> GraphSlice:
+    """``entities`` with the relations touching them whose other end is no ``earlier`` match
+    (those came with an earlier page), and the far ends of those relations that are not
+    ``matched`` and touch no ``earlier`` match. Both tests take a set of entity ids and return
+    the subset that passes; ``earlier`` None: the first page."""
     names = [e.name for e in entities]
     inside = set(names)
-    relations = [r for r in _touching(conn, names) if r.source not in earlier and r.target not in earlier]
-    far = _unique(n for r in relations for n in (r.source, r.target) if n not in inside and n not in matched)
-    if earlier and far:   # a neighbor of an earlier page's match came with that page
-        seen = {n for r in _touching(conn, far) for n, other in ((r.source, r.target), (r.target, r.source))
-                if n in far and other in earlier}
+    touching = _touching(conn, names)
+    ids = _ids(conn, {n for r in touching for n in (r.source, r.target) if n not in inside})
+    before = earlier(set(ids.values())) if earlier is not None else set()
+    relations = [r for r in touching if ids.get(r.source) not in before and ids.get(r.target) not in before]
+    ends = {n: ids[n] for r in relations for n in (r.source, r.target) if n not in inside and n in ids}
+    matching = matched(set(ends.values()))
+    far = _unique(n for r in relations for n in (r.source, r.target) if n in ends and ends[n] not in matching)
+    if far and earlier is not None:   # a neighbor of an earlier page's match came with that page
+        around = _touching(conn, far)
+        others = _ids(conn, {n for r in around for n in (r.source, r.target)})
+        gone = earlier({others[n] for r in around for n in (r.source, r.target) if n in others and n not in far})
+        seen = {n for r in around for n, other in ((r.source, r.target), (r.target, r.source))
+                if n in far and others.get(other) in gone}
         far = [n for n in far if n not in seen]
-    neighbors = _load_names(conn, far)
-    return GraphSlice(entities, relations, neighbors)
+    return GraphSlice(entities, relations, _load_names(conn, far))
 
 
 def _touching(conn: apsw.Connection, names: list[str]) -> list[Relation]:
@@ -139,11 +162,12 @@ def _existing(conn: apsw.Connection, ids: Iterable[int]) -> set[int]:
     return {row[0] for row in conn.execute(f"SELECT id FROM entities WHERE id IN {members}", params)}
 
 
-def _names(conn: apsw.Connection, ids: set[int]) -> set[str]:
-    if not ids:
-        return set()
-    members, params = _members(list(ids))
-    return {row[0] for row in conn.execute(f"SELECT name FROM entities WHERE id IN {members}", params)}
+def _ids(conn: apsw.Connection, names: set[str]) -> dict[str, int]:
+    """``{name: id}`` of the names that are entities."""
+    if not names:
+        return {}
+    members, params = _members(list(names))
+    return dict(conn.execute(f"SELECT name, id FROM entities WHERE name IN {members}", params))
 
 
 def _load_ids(conn: apsw.Connection, ids: list[int], *, ordered: bool = False) -> list[Entity]:

@@ -40,7 +40,7 @@ import apsw
 import apsw.fts5query as fq
 
 from graph_memory.db import index
-from graph_memory.db.graph import _fill_observations, _load_entities, _slice, _unique
+from graph_memory.db.graph import _fill_observations, _load_entities, _members, _slice, _unique
 from graph_memory.errors import InvalidQuery
 from graph_memory.models import MODES, Entity, GraphSlice, Mode
 
@@ -150,21 +150,71 @@ def search_substring(conn: apsw.Connection, query: str, limit: int | None = None
     return _slice(conn, _entities(conn, _substring_heads(conn, needle, limit, verify=True)))
 
 
-def _substring_heads(conn: apsw.Connection, needle: str, limit: int | None, *, verify: bool) -> _Heads:
+def substring_ids(conn: apsw.Connection, query: str, *, after: int = 0, limit: int | None = None,
+                  since: str | None = None) -> list[int]:
+    """Ids (rowid order) of the entities ``query`` matches in ``substring`` mode with an id over
+    ``after`` (and ``updated_at`` at or after ``since``), at most ``limit``: one page's worth,
+    without finding every match (pages: :mod:`graph_memory.db.pages`).
+
+    Raises:
+        InvalidQuery: query longer than 2048 characters.
+    """
+    check_query(query)
+    needle = query.lower()
+    params: dict[str, Any] = {"after": after, "since": since}
+    extra = " AND e.id > :after" + (" AND e.updated_at >= :since" if since is not None else "")
+    if not needle:
+        return [row[0] for row in conn.execute(f"SELECT e.id FROM entities e WHERE 1{extra} ORDER BY e.id "
+                                               f"{_limit(limit)}", params)]
+    if not _storable(needle):
+        return []
+    if "\n" in needle:
+        heads = _substring_heads(conn, needle, None, verify=False, extra=extra, extra_params=params)
+        found = [h[0] for h, e in zip(heads, _entities(conn, heads), strict=True) if entity_matches(e, needle)]
+        return found if limit is None else found[:limit]
+    return [h[0] for h in _substring_heads(conn, needle, limit, verify=True, extra=extra, extra_params=params)]
+
+
+def substring_among(conn: apsw.Connection, query: str, ids: set[int], since: str | None = None) -> set[int]:
+    """Which of the entities ``ids`` ``query`` matches in ``substring`` mode (and changed at or
+    after ``since``): checked on their current search documents, without the index."""
+    needle = query.lower()
+    if not ids or not _storable(needle):
+        return set()
+    members, params = _members(list(ids))
+    changed = " AND e.updated_at >= ?" if since is not None else ""
+    extra = (since,) if since is not None else ()
+    if not needle:
+        return {row[0] for row in conn.execute(f"SELECT e.id FROM entities e WHERE e.id IN {members}{changed}",
+                                               params + extra)}
+    if "\n" in needle:
+        heads = _fetch_rows(conn, f"SELECT {_HEAD} FROM entities e WHERE e.id IN {members}{changed}",
+                            params + extra)
+        return {h[0] for h, e in zip(heads, _entities(conn, heads), strict=True) if entity_matches(e, needle)}
+    check = "(instr(s.name, ?) OR instr(s.entity_type, ?) OR instr(s.observations, ?))"
+    return {row[0] for row in conn.execute(
+        f"SELECT e.id FROM entity_search s JOIN entities e ON e.id = s.entity_id "
+        f"WHERE e.id IN {members}{changed} AND {check}", params + extra + (needle, needle, needle))}
+
+
+def _substring_heads(conn: apsw.Connection, needle: str, limit: int | None, *, verify: bool, extra: str = "",
+                     extra_params: dict[str, Any] | None = None) -> _Heads:
     """``(id, name, type)`` in rowid order of the entities whose documents contain ``needle``;
-    with ``verify=False`` the index's candidates unchecked (a superset)."""
+    with ``verify=False`` the index's candidates unchecked (a superset). ``extra`` adds
+    conditions on ``e`` (``" AND …"``) with their ``extra_params``."""
     check = "(instr(s.name, :n) OR instr(s.entity_type, :n) OR instr(s.observations, :n))"
-    params = {"n": needle}
+    params = {"n": needle, **(extra_params or {})}
     if not _indexable(needle):
         return _fetch(conn, f"SELECT {_HEAD} FROM entity_search s JOIN entities e ON e.id = s.entity_id "
-                            f"WHERE {check} ORDER BY s.entity_id {_limit(limit)}", params)
+                            f"WHERE {check}{extra} ORDER BY s.entity_id {_limit(limit)}", params)
     params["m"] = trigram_cover(needle)
     heads: _Heads = []
     indexes = index.match_tables(conn)
     for table, current in indexes:
         heads += _fetch(conn, f"SELECT {_HEAD} FROM {table} f JOIN entity_search s ON s.entity_id = f.rowid "
                               f"JOIN entities e ON e.id = f.rowid WHERE {table} MATCH :m{current} "
-                              f"{'AND ' + check if verify else ''} ORDER BY f.rowid {_limit(limit)}", params)
+                              f"{'AND ' + check if verify else ''}{extra} ORDER BY f.rowid {_limit(limit)}",
+                        params)
     if len(indexes) > 1:  # two lists, each in rowid order
         heads.sort()
     return heads if limit is None else heads[:limit]
@@ -439,6 +489,10 @@ def _bm25(table: str) -> str:
 
 
 def _fetch(conn: apsw.Connection, sql: str, params: dict[str, Any]) -> _Heads:
+    return cast(_Heads, conn.execute(sql, params).fetchall())
+
+
+def _fetch_rows(conn: apsw.Connection, sql: str, params: tuple[Any, ...]) -> _Heads:
     return cast(_Heads, conn.execute(sql, params).fetchall())
 
 
