@@ -514,3 +514,29 @@ async def test_tools_list_stays_within_one_and_a_half_times_the_reference(client
     described = {t.name: t.description or "" for t in (await client.list_tools()).tools}
     for word in ("summary", "since", "limit", "cursor", "nextCursor", "timestamps"):
         assert word in described["read_graph"], word
+
+
+@pytest.mark.parametrize(("tool", "arguments"), [
+    ("read_graph", {}), ("search_nodes", {"query": "tea"}), ("search_nodes", {"query": "note", "mode": "words"}),
+])
+async def test_pages_with_since_together_are_the_unpaged_reply_with_since(client: Any, tool: str,
+                                                                         arguments: dict[str, Any]) -> None:
+    import anyio
+
+    await build_web(client)
+    await anyio.sleep(0.005)
+    moment = _utc_now()
+    await anyio.sleep(0.005)
+    await call(client, "add_observations", {"observations": [
+        {"entityName": f"E{i:02d}", "contents": ["tea note again"]} for i in range(0, 23, 2)]})
+    await call(client, "update_relations", {"relations": [{"from": "E03", "to": "E04", "relationType": "next",
+                                                           "weight": 0.2}]})
+    whole = await call(client, tool, {**arguments, "since": moment})
+    assert 0 < len(whole["entities"]) <= 12
+    for limit in (1, 4):
+        parts = await pages(client, tool, {**arguments, "since": moment}, limit)
+        if tool == "read_graph":
+            assert joined(parts) == whole
+            assert [r["from"] for r in whole["relations"]] == ["E03"]
+        else:
+            same_reply(joined(parts), whole)
