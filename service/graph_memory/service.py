@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -426,13 +427,12 @@ def reply_bytes(result: GraphSlice, view: View, timestamps: bool) -> int:
 
 def _reply_parts(result: GraphSlice, view: View, timestamps: bool) -> tuple[int, int]:
     """:func:`reply_bytes` of the entities (and neighbors), and of the relations."""
-    size = 0
-    observations = 0
-    for entity in result.entities + result.neighbors:
-        size += len(entity.name) + len(entity.entity_type)
-        observations += len(entity.observations)
-        if view == "full":
-            size += sum(map(len, entity.observations))
+    entities = result.entities + result.neighbors
+    # C-level passes (map, chain) over the strings: a few ms for 100,000 observations.
+    size = sum(len(e.name) + len(e.entity_type) for e in entities)
+    observations = sum(map(len, [e.observations for e in entities]))
+    if view == "full":
+        size += sum(map(len, chain.from_iterable([e.observations for e in entities])))
     if view == "full":
         per_entity, per_observation = (378, 236) if timestamps else (141, 20)
     else:
