@@ -116,7 +116,8 @@ async def test_timestamps_show_when_rows_were_written_and_default_replies_have_n
     alice = graph["entities"][0]
     assert list(alice) == ["name", "entityType", "observations", "createdAt", "updatedAt", "observationTimes"]
     assert alice["observations"] == ALICE["observations"]
-    assert len(alice["observationTimes"]) == 2
+    # created together: the observations carry their entity's creation time
+    assert alice["observationTimes"] == [{"createdAt": alice["createdAt"], "updatedAt": alice["createdAt"]}] * 2
     for row in [alice, *alice["observationTimes"], *graph["relations"]]:
         assert before <= row["createdAt"] == row["updatedAt"] <= after
     assert graph["relations"][1]["weight"] == 0.5

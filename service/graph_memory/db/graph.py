@@ -213,11 +213,13 @@ def _insert_entities(conn: apsw.Connection, entities: Sequence[Entity]) -> list[
         if entity.name in seen:
             continue
         seen.add(entity.name)
-        entity_id = insert_entity(conn, entity.name, entity.entity_type)
-        if entity_id is None:
+        inserted = _insert_entity(conn, entity.name, entity.entity_type)
+        if inserted is None:
             continue
+        entity_id, created_at = inserted
         observations = _unique(entity.observations)
-        insert_observations(conn, [(entity_id, o) for o in observations])
+        # Created together: the observations carry the entity's own creation time.
+        insert_observations(conn, [(entity_id, o) for o in observations], at=created_at)
         created.append(Entity(entity.name, entity.entity_type, observations))
     return created
 
@@ -252,15 +254,21 @@ def create_relations(conn: apsw.Connection, relations: Sequence[Relation]) -> li
 def insert_entity(conn: apsw.Connection, name: str, entity_type: str) -> int | None:
     """Insert an entity without observations; returns its id, or None when the name exists
     (nothing written)."""
+    inserted = _insert_entity(conn, name, entity_type)
+    return None if inserted is None else inserted[0]
+
+
+def _insert_entity(conn: apsw.Connection, name: str, entity_type: str) -> tuple[int, str] | None:
+    """:func:`insert_entity`, returning ``(id, created_at)``."""
     if _importing.get():
         row = conn.execute("INSERT INTO entities (name, entity_type, created_at, updated_at) VALUES (?, ?, '', '') "
-                           "ON CONFLICT (name) DO NOTHING RETURNING id", (name, entity_type)).fetchone()
+                           "ON CONFLICT (name) DO NOTHING RETURNING id, created_at", (name, entity_type)).fetchone()
     else:
         row = conn.execute(
-            "INSERT INTO entities (name, entity_type) VALUES (?, ?) ON CONFLICT (name) DO NOTHING RETURNING id",
-            (name, entity_type),
+            "INSERT INTO entities (name, entity_type) VALUES (?, ?) ON CONFLICT (name) DO NOTHING "
+            "RETURNING id, created_at", (name, entity_type),
         ).fetchone()
-    return None if row is None else cast(int, row[0])
+    return None if row is None else (cast(int, row[0]), cast(str, row[1]))
 
 
 def find_entity(conn: apsw.Connection, name: str) -> tuple[int, str] | None:
@@ -275,10 +283,14 @@ def observation_contents(conn: apsw.Connection, entity_id: int) -> set[str]:
                                                   (entity_id,))}
 
 
-def insert_observations(conn: apsw.Connection, rows: Iterable[tuple[int, str]]) -> None:
+def insert_observations(conn: apsw.Connection, rows: Iterable[tuple[int, str]], *, at: str | None = None) -> None:
     """Insert observations ``(entity_id, content)`` the entities do not have yet (the caller
-    checked: a repeat violates the unique constraint and fails the call)."""
-    if _importing.get():
+    checked: a repeat violates the unique constraint and fails the call), created ``at`` that
+    stored time (default: now; unknown while importing)."""
+    if at is not None and not _importing.get():
+        conn.executemany("INSERT INTO observations (entity_id, content, created_at, updated_at) VALUES (?, ?, ?, ?)",
+                         ((entity_id, content, at, at) for entity_id, content in rows))
+    elif _importing.get():
         conn.executemany("INSERT INTO observations (entity_id, content, created_at, updated_at) "
                          "VALUES (?, ?, '', '')", rows)
     else:
