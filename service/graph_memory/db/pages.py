@@ -14,7 +14,7 @@ search_nodes
     relations touching them that no earlier page held (a relation between two matches comes with
     the earlier one), and the neighbors (far ends that match nothing) no earlier page held.
     ``substring`` pages in rowid order keyed on the last entity id; the ranked modes rank once, at
-    the first page, and the cursor carries the ids still to come in that order (about 1–3 bytes
+    the first page, and the cursor carries the ids still to come in that order (about 2 characters
     per match), so a later write cannot reorder, skip or repeat them. With ``since``, only
     matches changed at or after it count.
 
@@ -96,7 +96,7 @@ def search_page(conn: apsw.Connection, query: str, mode: Mode, since: str | None
             return candidates & set(page) | search.substring_among(conn, query, candidates - set(page), since)
 
         def earlier(candidates: set[int]) -> set[int]:
-            return {i for i in matched({i for i in candidates if i <= start})}
+            return matched({i for i in candidates if i <= start})
 
         return _page_slice(conn, _load_ids(conn, page), earlier if start else None, matched), following
     # The ranked modes rank every match once, at the first page, and freeze that order.
