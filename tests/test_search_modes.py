@@ -319,7 +319,10 @@ async def test_search_nodes_modes_and_limit_over_mcp(client: Any) -> None:
     assert names(result) == ["Dana"]
     assert result["relations"] == [{"from": "Dana", "to": "Morning Brew", "relationType": "visits"},
                                    {"from": "Eve", "to": "Dana", "relationType": "knows"}]
-    assert names(result, "neighbors") == ["Morning Brew", "Eve"]
+    # Morning Brew and Eve match too: they come as entities of the next pages (nextCursor), not
+    # as neighbors here, so the pages together hold each entity once (issue 15).
+    assert names(result, "neighbors") == []
+    assert "nextCursor" in result
 
 
 @pytest.mark.anyio

@@ -78,3 +78,26 @@ def test_typescript_sdk_client_storing_a_cut_emoji_gets_its_reply_and_u_fffd(ts_
     assert got["create_entities"] == {"entities": [stored]}
     assert got["milliseconds"] < 10_000
     assert got["read_graph"]["entities"] == [stored]
+
+
+READING = Path(__file__).parent / "clients" / "ts_reading.mjs"
+
+
+def test_typescript_sdk_client_reads_in_pages_and_views_and_gets_size_errors(ts_sdk: Path, tmp_path: Path) -> None:
+    """Issue 15 through the client of Node hosts: its own schema validation accepts the summary
+    view, timestamps and nextCursor; paging reads everything; an oversized reply is a tool error."""
+    shutil.copy(READING, ts_sdk / READING.name)
+    run = subprocess.run(["node", str(ts_sdk / READING.name), str(EXE), str(tmp_path / "ts.db")],
+                         capture_output=True, text=True, timeout=120, cwd=ts_sdk)
+    assert run.returncode == 0, run.stderr
+    got = {s["step"]: s["value"] for s in map(json.loads, run.stdout.splitlines())}
+    assert "MEMORY_MAX_REPLY_BYTES" in got["too_large"]["error"] and "nextCursor" in got["too_large"]["error"]
+    assert got["summary"]["entities"] == [{"name": "E0", "entityType": "thing", "observationCount": 1},
+                                          {"name": "E1", "entityType": "thing", "observationCount": 1}]
+    assert "nextCursor" in got["summary"]
+    e1 = got["timestamps"]["entities"][0]
+    assert e1["createdAt"] and e1["observationTimes"][0] == {"createdAt": e1["createdAt"], "updatedAt": e1["updatedAt"]}
+    assert [e["name"] for e in got["since"]["entities"]] == ["E0", "E1", "E2"] and "nextCursor" in got["since"]
+    assert got["pages"]["entities"] == [f"E{i}" for i in range(60)]
+    assert got["pages"]["relations"] == 59 and got["pages"]["errors"] == [] and got["pages"]["count"] == 5
+    assert "not a cursor this server issued" in got["bad_cursor"]["error"]

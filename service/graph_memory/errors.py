@@ -9,7 +9,9 @@ bug and is logged with its traceback, never shown to the caller.
 
     GraphError                      base: message is safe to show to a person or a model
     ├── InvalidInput                arguments that break the contract (types, sizes, empty names)
-    │   └── InvalidQuery            a search query that cannot be run (too long, bad FTS syntax)
+    │   ├── InvalidQuery            a search query that cannot be run (too long, bad FTS syntax)
+    │   └── InvalidCursor           a paging cursor that is malformed, stale, foreign or altered
+    ├── ReplyTooLarge               a read whose reply is over MEMORY_MAX_REPLY_BYTES (page it)
     ├── EntityNotFound              "Entity with name {name} not found" (upstream's wording)
     ├── RelationNotFound            a relation an edit names does not exist (update_relations)
     ├── Conflict                    a write that would break a uniqueness rule
@@ -36,6 +38,16 @@ class InvalidInput(GraphError):
 
 class InvalidQuery(InvalidInput):
     """A search query that cannot be run: over 2048 characters, or malformed FTS5 syntax."""
+
+
+class InvalidCursor(InvalidInput):
+    """A ``cursor`` this database did not issue for this request: malformed, from another format
+    version, from another database, altered, or from other arguments. The message says what to do."""
+
+
+class ReplyTooLarge(GraphError):
+    """A read whose reply would be larger than ``MEMORY_MAX_REPLY_BYTES``; the message says how to
+    get all of it (pages, the summary view)."""
 
 
 class EntityNotFound(GraphError):

@@ -9,7 +9,7 @@ default, so upstream's shape is unchanged for every caller that never sets it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 DEFAULT_WEIGHT = 1.0
 
@@ -17,6 +17,33 @@ Mode = Literal["substring", "words", "fts"]
 """The search_nodes modes: ``substring`` (the reference server's rule, the default), ``words``
 (every word, any order, ranked) and ``fts`` (full-text query syntax, ranked)."""
 MODES: tuple[Mode, ...] = ("substring", "words", "fts")
+
+View = Literal["full", "summary"]
+"""How read_graph / search_nodes / open_nodes show entities: ``full`` (the default: every
+observation) or ``summary`` (``observationCount`` instead of the observation texts)."""
+VIEWS: tuple[View, ...] = ("full", "summary")
+
+
+class Times(NamedTuple):
+    """When a row was created and last changed: ISO 8601 UTC strings
+    (``2026-12-01T17:29:28.123Z``), None when unknown (rows imported from a legacy file, which
+    keeps no times). A tuple: a large read builds one per observation."""
+
+    created_at: str | None
+    updated_at: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"createdAt", "updatedAt"}`` (null when unknown)."""
+        return {"createdAt": self.created_at, "updatedAt": self.updated_at}
+
+
+@dataclass(slots=True)
+class EntityTimes:
+    """An entity's :class:`Times` (``updated_at``: its last change, an observation added, edited
+    or removed included) and one :class:`Times` per observation, in the observations' order."""
+
+    entity: Times
+    observations: list[Times]
 
 
 @dataclass(slots=True)
@@ -27,10 +54,27 @@ class Entity:
     name: str
     entity_type: str
     observations: list[str] = field(default_factory=list)
+    times: EntityTimes | None = field(default=None, compare=False)   # loaded only when asked for
 
     def to_dict(self) -> dict[str, Any]:
         """The wire shape ``{"name", "entityType", "observations"}`` in upstream's key order."""
         return {"name": self.name, "entityType": self.entity_type, "observations": list(self.observations)}
+
+    def shaped(self, view: View, timestamps: bool) -> dict[str, Any]:
+        """The wire shape for ``view``: ``full`` as :meth:`to_dict`; ``summary``
+        ``{"name", "entityType", "observationCount"}``. With ``timestamps`` (and :attr:`times`
+        loaded) ``createdAt``/``updatedAt`` follow, and in the full view ``observationTimes``:
+        ``[{"createdAt", "updatedAt"}]`` parallel to ``observations``."""
+        out: dict[str, Any] = {"name": self.name, "entityType": self.entity_type}
+        if view == "summary":
+            out["observationCount"] = len(self.observations)
+        else:
+            out["observations"] = list(self.observations)
+        if timestamps and self.times is not None:
+            out.update(self.times.entity.to_dict())
+            if view == "full":
+                out["observationTimes"] = [t.to_dict() for t in self.times.observations]
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +89,7 @@ class Relation:
     target: str
     relation_type: str
     weight: float = DEFAULT_WEIGHT
+    times: Times | None = field(default=None, compare=False)   # loaded only when asked for
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -56,6 +101,14 @@ class Relation:
         out: dict[str, Any] = {"from": self.source, "to": self.target, "relationType": self.relation_type}
         if self.weight != DEFAULT_WEIGHT:
             out["weight"] = self.weight
+        return out
+
+    def shaped(self, timestamps: bool) -> dict[str, Any]:
+        """:meth:`to_dict`, with ``timestamps`` (and :attr:`times` loaded) plus
+        ``createdAt``/``updatedAt`` (``updatedAt``: the last weight change, else ``createdAt``)."""
+        out = self.to_dict()
+        if timestamps and self.times is not None:
+            out.update(self.times.to_dict())
         return out
 
 
@@ -70,6 +123,7 @@ class GraphSlice:
     entities: list[Entity]
     relations: list[Relation]
     neighbors: list[Entity] = field(default_factory=list)
+    next_cursor: str | None = None   # a page that stops early: where the next one starts
 
     def to_dict(self) -> dict[str, Any]:
         """``{"entities": [...], "relations": [...], "neighbors": [...]}``."""
@@ -79,6 +133,20 @@ class GraphSlice:
             "neighbors": [e.to_dict() for e in self.neighbors],
         }
 
+    def shaped(self, view: View = "full", timestamps: bool = False) -> dict[str, Any]:
+        """:meth:`to_dict` in ``view``, with times when ``timestamps`` (see :meth:`Entity.shaped`)
+        and ``nextCursor`` when a page stopped early; the defaults give exactly :meth:`to_dict`."""
+        if view == "full" and not timestamps:
+            out = self.to_dict()
+        else:
+            out = {
+                "entities": [e.shaped(view, timestamps) for e in self.entities],
+                "relations": [r.shaped(timestamps) for r in self.relations],
+                "neighbors": [e.shaped(view, timestamps) for e in self.neighbors],
+            }
+        if self.next_cursor is not None:
+            out["nextCursor"] = self.next_cursor
+        return out
 
 # -- results of the graph operations (what the storage layer returns; the edges render them) --
 

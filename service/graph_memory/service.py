@@ -21,8 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from graph_memory.db import backend as backends
 from graph_memory.db.backend import Backend, Graph, OpenMode
@@ -31,7 +32,15 @@ from graph_memory.db.backend import open_backend as open_backend  # for the CLI'
 from graph_memory.db.backup import BackupResult, GraphCounts
 from graph_memory.db.records import ImportRecord
 from graph_memory.discover import log_hint_if_reference_files
-from graph_memory.errors import Conflict, EntityNotFound, GraphError, InvalidInput, OutputError
+from graph_memory.errors import (
+    Conflict,
+    EntityNotFound,
+    GraphError,
+    InvalidCursor,
+    InvalidInput,
+    OutputError,
+    ReplyTooLarge,
+)
 from graph_memory.importer import (
     ImportReport,
     Progress,
@@ -53,8 +62,10 @@ from graph_memory.models import (
     ObservationUpdate,
     Relation,
     UpdatedObservations,
+    View,
     WeightChange,
 )
+from graph_memory.paging import ReadPosition, SearchPosition, binding, decode_cursor, encode_cursor, parse_since
 from graph_memory.settings import Settings
 
 if TYPE_CHECKING:
@@ -68,11 +79,13 @@ class Limits:
     max_name_length: int = 1024
     max_observation_length: int = 65536
     max_batch: int = 10_000
+    max_reply_bytes: int = 10_000_000   # 0: no bound
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Limits:
         """The limits ``MEMORY_MAX_*`` configure."""
-        return cls(settings.max_name_length, settings.max_observation_length, settings.max_batch)
+        return cls(settings.max_name_length, settings.max_observation_length, settings.max_batch,
+                   settings.max_reply_bytes)
 
     def batch(self, items: Sequence[object], what: str) -> None:
         """Raises InvalidInput when ``items`` has more than ``max_batch`` elements."""
@@ -228,28 +241,114 @@ class MemoryService:
         items = [(r, r.weight) for r in relations]
         return self.backend.run_write(lambda g: g.update_relation_weights(items))
 
-    def read_graph(self) -> GraphSlice:
-        """Every entity and relation (also the ``memory://knowledge-graph`` resource)."""
-        return self.backend.run_read(_read_graph)
+    def read_graph(self, *, since: str | None = None, limit: int | None = None, cursor: str | None = None,
+                   timestamps: bool = False) -> GraphSlice:
+        """Every entity and relation (also the ``memory://knowledge-graph`` resource).
 
-    def search_nodes(self, query: str, mode: Mode = "substring", limit: int | None = None) -> GraphSlice:
-        """The entities ``query`` finds (``mode``: see :data:`graph_memory.models.Mode`; at most
-        ``limit``), with the relations touching them and their neighbors.
+        ``since`` (ISO 8601) keeps the entities created or changed at or after it and the
+        relations created or re-weighed at or after it; ``limit`` (≥ 1) makes it a page of at most
+        that many entities and relations together, ``cursor`` (a page's ``next_cursor``) reads the
+        next page (pages: :mod:`graph_memory.db.pages`); ``timestamps`` loads the rows' times.
 
-        Raises: InvalidInput (not UTF-8); InvalidQuery (too long, bad fts syntax).
+        Raises: InvalidInput (bad since, limit); InvalidCursor (see :func:`graph_memory.paging.decode_cursor`).
+        """
+        moment = _since(since)
+        _check_limit(limit)
+        cursor = cursor or None   # "" is "not given", as null is
+        if moment is None and limit is None and cursor is None:
+            return self.backend.run_read(lambda g: g.with_times(g.read_graph()) if timestamps else g.read_graph())
+        bound = binding("read_graph", moment)
+
+        def read(g: Graph) -> GraphSlice:
+            secret = g.cursor_secret()
+            after = _position(decode_cursor(secret, bound, cursor), ReadPosition) if cursor else None
+            page, following = g.read_page(moment, after, limit)
+            page.next_cursor = encode_cursor(secret, bound, following) if following else None
+            return g.with_times(page) if timestamps else page
+
+        return self.backend.run_read(read)
+
+    def search_nodes(self, query: str, mode: Mode = "substring", limit: int | None = None, *,
+                     since: str | None = None, cursor: str | None = None, timestamps: bool = False) -> GraphSlice:
+        """The entities ``query`` finds (``mode``: see :data:`graph_memory.models.Mode`), with the
+        relations touching them and their neighbors.
+
+        ``limit`` returns the first ``limit`` matches as it always has, and now a ``next_cursor``
+        when more follow; ``cursor`` reads the next page; ``since`` keeps only matches created or
+        changed at or after it; ``timestamps`` loads the rows' times (pages and ``since``:
+        :mod:`graph_memory.db.pages`).
+
+        Raises: InvalidInput (not UTF-8, bad since or limit); InvalidQuery (too long, bad fts
+        syntax); InvalidCursor.
         """
         check_unicode(query, "query")
-        return self.backend.run_search(lambda g: g.search(query, mode, limit))
+        moment = _since(since)
+        _check_limit(limit)
+        cursor = cursor or None   # "" is "not given", as null is
+        if moment is None and limit is None and cursor is None:
+            return self.backend.run_search(
+                lambda g: g.with_times(g.search(query, mode, None)) if timestamps else g.search(query, mode, None))
+        bound = binding("search_nodes", query, mode, moment)
 
-    def open_nodes(self, names: Sequence[str]) -> GraphSlice:
-        """The named entities (unknown names skipped), the relations touching them, their neighbors.
+        def find(g: Graph) -> GraphSlice:
+            secret = g.cursor_secret()
+            after = _position(decode_cursor(secret, bound, cursor), SearchPosition) if cursor else None
+            page, following = g.search_page(query, mode, moment, after, limit)
+            page.next_cursor = encode_cursor(secret, bound, following) if following else None
+            return g.with_times(page) if timestamps else page
+
+        return self.backend.run_search(find)
+
+    def open_nodes(self, names: Sequence[str], *, timestamps: bool = False) -> GraphSlice:
+        """The named entities (unknown names skipped), the relations touching them, their
+        neighbors; ``timestamps`` loads the rows' times.
 
         Raises: InvalidInput (limits).
         """
         self.limits.batch(names, "names")
         for i, name in enumerate(names):
             check_unicode(name, f"names.{i}")
-        return self.backend.run_read(lambda g: g.open_nodes(names))
+        return self.backend.run_read(
+            lambda g: g.with_times(g.open_nodes(names)) if timestamps else g.open_nodes(names))
+
+    def check_reply(self, tool: str, result: GraphSlice, view: View, timestamps: bool) -> None:
+        """Refuse a reply too large for MCP clients (the official TypeScript client drops any
+        message over 10 MiB, and the connection with it) rather than send or truncate it.
+
+        The bound is ``max_reply_bytes`` (``MEMORY_MAX_REPLY_BYTES``; 0: none) on
+        :func:`reply_bytes`, the estimated size of the JSON-RPC message.
+
+        Raises:
+            ReplyTooLarge: over the bound; the message says how to get all of it.
+        """
+        bound = self.limits.max_reply_bytes
+        if not bound:
+            return
+        size = reply_bytes(result, view, timestamps)
+        if size <= bound:
+            return
+        # A page size that fits even when a page holds only the heavier kind of item; a search
+        # page's relations and neighbors come with its matches, so count them into each match.
+        entity_bytes, relation_bytes = _reply_parts(result, view, timestamps)
+        if tool == "read_graph":
+            heaviest = max(entity_bytes / max(1, len(result.entities)), relation_bytes / max(1, len(result.relations)))
+        else:
+            heaviest = (entity_bytes + relation_bytes) / max(1, len(result.entities))
+        page = max(1, int(bound * 0.8 / heaviest))
+        what = (f"{tool}: this reply would be about {size:,} bytes ({len(result.entities)} entities, "
+                f"{len(result.relations)} relations, {len(result.neighbors)} neighbors), over the "
+                f"{bound:,}-byte bound on replies (MEMORY_MAX_REPLY_BYTES) that keeps them within what MCP "
+                f"clients accept; nothing was sent. ")
+        if tool == "open_nodes":
+            how = f"Open fewer names per call (about {page})"
+        else:
+            how = (f"Read it in pages: call {tool} again with the same arguments and limit {page} (or less), "
+                   f"then with cursor set to each reply's nextCursor until a reply has none")
+        if view == "full":
+            short = reply_bytes(result, "summary", timestamps)
+            how += (f"; or ask for view 'summary' (names, types and observation counts: about "
+                    f"{short:,} bytes{', which fits' if short <= bound else ''})")
+        raise ReplyTooLarge(what + how + ".")
 
     # -- typed tools (schema files; graph_memory.mcp.typed parses and checks the arguments) -----
 
@@ -329,8 +428,50 @@ class MemoryService:
             self.limits.observation(o, f"{what}.{j}")
 
 
-def _read_graph(g: Graph) -> GraphSlice:
-    return g.read_graph()
+def reply_bytes(result: GraphSlice, view: View, timestamps: bool) -> int:
+    """About how many bytes the JSON-RPC message of a reading tool's reply takes: the payload
+    twice (the indented text item, escaped inside a JSON string, and the compact
+    ``structuredContent``). Counts characters (text outside ASCII takes more bytes, up to 6 per
+    character when escaped); the per-item constants are the two copies' keys, quotes and
+    indentation, measured on ASCII graphs (tests/test_reading.py keeps it within 10 %)."""
+    entity_bytes, relation_bytes = _reply_parts(result, view, timestamps)
+    return 250 + entity_bytes + relation_bytes
+
+
+def _reply_parts(result: GraphSlice, view: View, timestamps: bool) -> tuple[int, int]:
+    """:func:`reply_bytes` of the entities (and neighbors), and of the relations."""
+    entities = result.entities + result.neighbors
+    # C-level passes (map, chain) over the strings: a few ms for 100,000 observations.
+    size = sum(len(e.name) + len(e.entity_type) for e in entities)
+    observations = sum(map(len, [e.observations for e in entities]))
+    if view == "full":
+        size += sum(map(len, chain.from_iterable([e.observations for e in entities])))
+    if view == "full":
+        per_entity, per_observation = (378, 236) if timestamps else (141, 20)
+    else:
+        per_entity, per_observation = (329 if timestamps else 147), 0
+    entity_bytes = (2 * size + per_entity * (len(result.entities) + len(result.neighbors))
+                    + per_observation * observations)
+    size = sum(len(r.source) + len(r.target) + len(r.relation_type) for r in result.relations)
+    return entity_bytes, 2 * size + (309 if timestamps else 127) * len(result.relations)
+
+
+def _since(value: str | None) -> str | None:
+    return None if value is None else parse_since(value)
+
+
+def _check_limit(limit: int | None) -> None:
+    if limit is not None and limit < 1:
+        raise InvalidInput(f"limit must be 1 or more (got {limit})")
+
+
+P = TypeVar("P", ReadPosition, SearchPosition)
+
+
+def _position(position: ReadPosition | SearchPosition, kind: type[P]) -> P:
+    if not isinstance(position, kind):
+        raise InvalidCursor("cursor belongs to another tool; call again without cursor to start from the first page")
+    return position
 
 
 def _require_type(g: Graph, type_name: str, name: str, tool: str) -> None:
@@ -411,7 +552,7 @@ def export_graph(settings: Settings, output: Path | Callable[[Callable[[TextIO],
         OutputError: ``output`` is the database file itself.
     """
     with opened(settings, "current") as backend:
-        snapshot = backend.run_read(_read_graph) if backend.has_graph() else GraphSlice([], [])
+        snapshot = backend.run_read(lambda g: g.read_graph()) if backend.has_graph() else GraphSlice([], [])
     if isinstance(output, Path):
         if isinstance(backend.path, Path) and output.exists() and output.samefile(backend.path):
             raise OutputError(f"{output} is the database itself; choose another output file")

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Literal, Protocol, TypeVar
 
-from graph_memory.db import graph, index, paths, records, search
+from graph_memory.db import graph, index, pages, paths, records, search
 from graph_memory.db.backup import BackupResult, GraphCounts, backup_database, database_files, graph_counts
 from graph_memory.db.migrations import Migration, MigrationStatus, load_migrations
 from graph_memory.db.paths import check_database_path
@@ -37,6 +37,7 @@ from graph_memory.models import (
     UpdatedObservations,
     WeightChange,
 )
+from graph_memory.paging import ReadPosition, SearchPosition
 from graph_memory.settings import Settings
 
 T = TypeVar("T")
@@ -63,6 +64,27 @@ class Graph(Protocol):
 
     def search(self, query: str, mode: Mode, limit: int | None) -> GraphSlice:
         """The entities ``query`` finds in ``mode`` (at most ``limit``), as :meth:`open_nodes`."""
+        ...
+
+    def read_page(self, since: str | None, after: ReadPosition | None,
+                  limit: int | None) -> tuple[GraphSlice, ReadPosition | None]:
+        """A page of read_graph (entities then relations, at most ``limit`` together; only those
+        changed at or after ``since``) and where the next starts, None after the last
+        (semantics: :mod:`graph_memory.db.pages`)."""
+        ...
+
+    def search_page(self, query: str, mode: Mode, since: str | None, after: SearchPosition | None,
+                    limit: int | None) -> tuple[GraphSlice, SearchPosition | None]:
+        """A page of search_nodes (at most ``limit`` matches changed at or after ``since``) and
+        where the next starts, None after the last."""
+        ...
+
+    def with_times(self, result: GraphSlice) -> GraphSlice:
+        """``result`` with the created/updated times of its rows loaded (None where unknown)."""
+        ...
+
+    def cursor_secret(self) -> bytes:
+        """The database's own key for signing paging cursors (never leaves the server)."""
         ...
 
     def create_entities(self, entities: Sequence[Entity]) -> list[Entity]:
@@ -256,6 +278,20 @@ class SqliteGraph:
 
     def search(self, query: str, mode: Mode, limit: int | None) -> GraphSlice:
         return search.search(self.conn, query, mode, limit)
+
+    def read_page(self, since: str | None, after: ReadPosition | None,
+                  limit: int | None) -> tuple[GraphSlice, ReadPosition | None]:
+        return pages.read_page(self.conn, since, after, limit)
+
+    def search_page(self, query: str, mode: Mode, since: str | None, after: SearchPosition | None,
+                    limit: int | None) -> tuple[GraphSlice, SearchPosition | None]:
+        return pages.search_page(self.conn, query, mode, since, after, limit)
+
+    def with_times(self, result: GraphSlice) -> GraphSlice:
+        return graph.with_times(self.conn, result)
+
+    def cursor_secret(self) -> bytes:
+        return pages.cursor_secret(self.conn)
 
     def create_entities(self, entities: Sequence[Entity]) -> list[Entity]:
         return graph.create_entities(self.conn, entities)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import cast
 
 import apsw
@@ -26,13 +27,22 @@ from graph_memory.models import (
     DeleteObservationsResult,
     DeleteRelationsResult,
     Entity,
+    EntityTimes,
     GraphSlice,
     ObservationUpdate,
     PrefixEdit,
     Relation,
+    Times,
     UpdatedObservations,
     WeightChange,
 )
+
+# The stored time of a write (ISO 8601 UTC, milliseconds), and the stored "unknown" (rows
+# imported from a legacy file, which keeps no times; migrations/0006 says why it is '' and not NULL).
+NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+UNKNOWN_TIME = ""
+# Set while graph.merging runs: the rows inserted then come from a legacy file, times unknown.
+_importing: ContextVar[bool] = ContextVar("graph_memory_importing", default=False)
 
 
 def unique(items: Iterable[str]) -> list[str]:
@@ -40,7 +50,7 @@ def unique(items: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-def _json(values: Iterable[str | int]) -> str:
+def _json(values: Iterable[object]) -> str:
     return json.dumps(list(values), ensure_ascii=False)
 
 
@@ -50,7 +60,7 @@ def _json(values: Iterable[str | int]) -> str:
 _INLINE_VALUES = 16
 
 
-def _members(values: Sequence[str] | Sequence[int]) -> tuple[str, tuple[str | int, ...]]:
+def bind_members(values: Sequence[str] | Sequence[int]) -> tuple[str, tuple[str | int, ...]]:
     """``(sql, params)`` for ``column IN <sql>``: the values bound one by one when there are a few
     (1 to 16), else one JSON array read through ``json_each`` (one statement shape for any count)."""
     if 0 < len(values) <= _INLINE_VALUES:
@@ -63,7 +73,7 @@ def _members(values: Sequence[str] | Sequence[int]) -> tuple[str, tuple[str | in
 
 def _entity_ids(conn: apsw.Connection, names: Sequence[str]) -> dict[str, int]:
     """``{name: id}`` for the names that are entities."""
-    members, params = _members(names)
+    members, params = bind_members(names)
     return dict(conn.execute(f"SELECT name, id FROM entities WHERE name IN {members}", params))
 
 
@@ -96,7 +106,7 @@ def fill_observations(conn: apsw.Connection, by_id: dict[int, Entity]) -> None:
     (id) order, read in one query."""
     if not by_id:
         return
-    members, ids = _members(list(by_id))
+    members, ids = bind_members(list(by_id))
     rows = cast(list[tuple[int, int, str]], conn.execute(
         f"SELECT id, entity_id, content FROM observations WHERE entity_id IN {members}", ids).fetchall())
     rows.sort()  # by observation id: cheaper here than ORDER BY in SQL
@@ -108,7 +118,7 @@ def _entities_named(conn: apsw.Connection, names: Sequence[str]) -> list[Entity]
     """The entities with these names (unknown names skipped), in rowid order."""
     if not names:
         return []
-    members, params = _members(names)
+    members, params = bind_members(names)
     return load_entities(conn, f"WHERE e.name IN {members}", params)
 
 
@@ -116,7 +126,7 @@ def _relations_touching(conn: apsw.Connection, names: Sequence[str]) -> list[Rel
     """Relations with at least one endpoint among ``names``, in rowid order."""
     if not names:
         return []
-    members, params = _members(names)
+    members, params = bind_members(names)
     rows = conn.execute(f"SELECT from_name, to_name, relation_type, weight FROM relations "
                         f"WHERE from_name IN {members} OR to_name IN {members} ORDER BY id", params + params)
     return [Relation(*row) for row in rows]
@@ -146,6 +156,45 @@ def read_graph(conn: apsw.Connection) -> GraphSlice:
     relations = [Relation(*row) for row in
                  conn.execute("SELECT from_name, to_name, relation_type, weight FROM relations ORDER BY id")]
     return GraphSlice(entities, relations, [])
+
+
+def with_times(conn: apsw.Connection, result: GraphSlice) -> GraphSlice:
+    """``result`` with the times of its entities, their observations and its relations loaded
+    (:attr:`Entity.times`, :attr:`Relation.times`; None where unknown). Run it in the transaction
+    that read ``result``."""
+    # nullif: the stored UNKNOWN_TIME is shown as null (migrations/0006).
+    entities = result.entities + result.neighbors
+    if entities:
+        members, params = bind_members([e.name for e in entities])
+        heads = {row[0]: (row[1], Times(row[2], row[3])) for row in conn.execute(
+            f"SELECT name, id, nullif(created_at, ''), nullif(updated_at, '') FROM entities WHERE name IN {members}",
+            params)}
+        # Observations are listed in id order (the loaders' order), so their times are too. Rows
+        # written together share their times: one Times object each (a large read holds many).
+        members, ids = bind_members([entity_id for entity_id, _ in heads.values()])
+        observed: dict[int, list[Times]] = {entity_id: [] for entity_id, _ in heads.values()}
+        shared: dict[tuple[str | None, str | None], Times] = {}
+        for entity_id, created, updated in conn.execute(
+                f"SELECT entity_id, nullif(created_at, ''), nullif(updated_at, '') FROM observations "
+                f"WHERE entity_id IN {members} ORDER BY id", ids):
+            key = (created, updated)
+            times = shared.get(key)
+            if times is None:
+                times = shared[key] = Times(created, updated)
+            observed[entity_id].append(times)
+        for entity in entities:
+            entity_id, times = heads[entity.name]
+            entity.times = EntityTimes(times, observed[entity_id])
+    if result.relations:
+        rows = conn.execute(
+            "SELECT r.from_name, r.to_name, r.relation_type, nullif(r.created_at, ''), "
+            "nullif(coalesce(r.updated_at, r.created_at), '') FROM json_each(?) j JOIN relations r "
+            "ON r.from_name = j.value ->> 0 AND r.to_name = j.value ->> 1 AND r.relation_type = j.value ->> 2",
+            (_json([list(r.key) for r in result.relations]),))
+        times_of = {(row[0], row[1], row[2]): Times(row[3], row[4]) for row in rows}
+        result.relations = [Relation(r.source, r.target, r.relation_type, r.weight, times_of[r.key])
+                            for r in result.relations]
+    return result
 
 
 def open_nodes(conn: apsw.Connection, names: Sequence[str]) -> GraphSlice:
@@ -179,11 +228,13 @@ def _insert_entities(conn: apsw.Connection, entities: Sequence[Entity]) -> list[
         if entity.name in seen:
             continue
         seen.add(entity.name)
-        entity_id = insert_entity(conn, entity.name, entity.entity_type)
-        if entity_id is None:
+        inserted = _insert_entity(conn, entity.name, entity.entity_type)
+        if inserted is None:
             continue
+        entity_id, created_at = inserted
         observations = unique(entity.observations)
-        insert_observations(conn, [(entity_id, o) for o in observations])
+        # Created together: the observations carry the entity's own creation time.
+        insert_observations(conn, [(entity_id, o) for o in observations], at=created_at)
         created.append(Entity(entity.name, entity.entity_type, observations))
     return created
 
@@ -218,11 +269,21 @@ def create_relations(conn: apsw.Connection, relations: Sequence[Relation]) -> li
 def insert_entity(conn: apsw.Connection, name: str, entity_type: str) -> int | None:
     """Insert an entity without observations; returns its id, or None when the name exists
     (nothing written)."""
-    row = conn.execute(
-        "INSERT INTO entities (name, entity_type) VALUES (?, ?) ON CONFLICT (name) DO NOTHING RETURNING id",
-        (name, entity_type),
-    ).fetchone()
-    return None if row is None else cast(int, row[0])
+    inserted = _insert_entity(conn, name, entity_type)
+    return None if inserted is None else inserted[0]
+
+
+def _insert_entity(conn: apsw.Connection, name: str, entity_type: str) -> tuple[int, str] | None:
+    """:func:`insert_entity`, returning ``(id, created_at)``."""
+    if _importing.get():
+        row = conn.execute("INSERT INTO entities (name, entity_type, created_at, updated_at) VALUES (?, ?, '', '') "
+                           "ON CONFLICT (name) DO NOTHING RETURNING id, created_at", (name, entity_type)).fetchone()
+    else:
+        row = conn.execute(
+            "INSERT INTO entities (name, entity_type) VALUES (?, ?) ON CONFLICT (name) DO NOTHING "
+            "RETURNING id, created_at", (name, entity_type),
+        ).fetchone()
+    return None if row is None else (cast(int, row[0]), cast(str, row[1]))
 
 
 def find_entity(conn: apsw.Connection, name: str) -> tuple[int, str] | None:
@@ -237,17 +298,26 @@ def observation_contents(conn: apsw.Connection, entity_id: int) -> set[str]:
                                                   (entity_id,))}
 
 
-def insert_observations(conn: apsw.Connection, rows: Iterable[tuple[int, str]]) -> None:
+def insert_observations(conn: apsw.Connection, rows: Iterable[tuple[int, str]], *, at: str | None = None) -> None:
     """Insert observations ``(entity_id, content)`` the entities do not have yet (the caller
-    checked: a repeat violates the unique constraint and fails the call)."""
-    conn.executemany("INSERT INTO observations (entity_id, content) VALUES (?, ?)", rows)
+    checked: a repeat violates the unique constraint and fails the call), created ``at`` that
+    stored time (default: now; unknown while importing)."""
+    if at is not None and not _importing.get():
+        conn.executemany("INSERT INTO observations (entity_id, content, created_at, updated_at) VALUES (?, ?, ?, ?)",
+                         ((entity_id, content, at, at) for entity_id, content in rows))
+    elif _importing.get():
+        conn.executemany("INSERT INTO observations (entity_id, content, created_at, updated_at) "
+                         "VALUES (?, ?, '', '')", rows)
+    else:
+        conn.executemany("INSERT INTO observations (entity_id, content) VALUES (?, ?)", rows)
 
 
 def insert_relation(conn: apsw.Connection, relation: Relation) -> bool:
     """Insert ``relation`` as it is (endpoints not checked); False when its triple exists
     (nothing written: the existing one keeps its weight)."""
+    created = "''" if _importing.get() else NOW
     return conn.execute(
-        "INSERT INTO relations (from_name, to_name, relation_type, weight) VALUES (?, ?, ?, ?) "
+        f"INSERT INTO relations (from_name, to_name, relation_type, weight, created_at) VALUES (?, ?, ?, ?, {created}) "
         "ON CONFLICT DO NOTHING RETURNING id",
         (relation.source, relation.target, relation.relation_type, relation.weight),
     ).fetchone() is not None
@@ -266,13 +336,25 @@ def merging(conn: apsw.Connection, entities: int, *,
     relations into the graph (an import, with the helpers above); the search documents are
     kept in step as :func:`graph_memory.db.index.sync_mode` chooses for a merge of this size
     into what is stored. ``on_rebuild`` is called before the search index is rebuilt at the
-    end, when it is (a long step worth reporting)."""
+    end, when it is (a long step worth reporting).
+
+    The rows inserted in the body get unknown times (a legacy file keeps none); existing rows
+    keep theirs."""
     (existing,) = conn.execute("SELECT count(*) FROM entities").fetchall()[0]
     mode = index.sync_mode(merged_entities=entities, existing_entities=cast(int, existing))
-    with index.keeping_in_sync(conn, mode):
-        yield
-        if mode is index.SyncMode.REBUILD and on_rebuild is not None:
-            on_rebuild()
+    importing = _importing.set(True)
+    try:
+        with index.keeping_in_sync(conn, mode):
+            yield
+            if mode is index.SyncMode.REBUILD and on_rebuild is not None:
+                on_rebuild()
+    finally:
+        _importing.reset(importing)
+
+
+def _touch(conn: apsw.Connection, entity_id: int) -> None:
+    """Record that the entity's observations changed now (its ``updated_at``: what ``since`` reads)."""
+    conn.execute(f"UPDATE entities SET updated_at = {NOW} WHERE id = ?", (entity_id,))
 
 
 def add_observations(conn: apsw.Connection, items: Sequence[tuple[str, Sequence[str]]]) -> list[AddedObservations]:
@@ -300,6 +382,8 @@ def _add_observations(conn: apsw.Connection, items: Sequence[tuple[str, Sequence
             ).fetchone()
             if row is not None:
                 added.append(content)
+        if added:
+            _touch(conn, entity_id)
         results.append(AddedObservations(name, added))
     return results
 
@@ -311,7 +395,7 @@ def delete_entities(conn: apsw.Connection, names: Sequence[str]) -> DeleteEntiti
     reference server filters relations by the requested names, whether or not they exist).
     """
     requested = unique(names)
-    members, params = _members(requested)
+    members, params = bind_members(requested)
     deleted = [row[0] for row in conn.execute(f"DELETE FROM entities WHERE name IN {members} RETURNING name", params)]
     gone = set(deleted)
     deleted = [n for n in requested if n in gone]
@@ -335,6 +419,8 @@ def delete_observations(conn: apsw.Connection, items: Sequence[tuple[str, Sequen
             if conn.execute("DELETE FROM observations WHERE entity_id = ? AND content = ? RETURNING id",
                             (row[0], content)).fetchone() is not None:
                 deleted.append(content)
+        if deleted:
+            _touch(conn, row[0])
         out.results.append(DeletedObservations(name, len(observations), deleted))
     return out
 
@@ -382,6 +468,7 @@ def update_observations(conn: apsw.Connection, updates: Sequence[ObservationUpda
         if row is None:
             raise Conflict(f"entity {update.entity_name} has no observation {update.match!r}; "
                            f"nothing was changed")
+        _touch(conn, entity_id)
         grouped.setdefault(update.entity_name, []).append((update.match, update.replacement))
     return [UpdatedObservations(name, items) for name, items in grouped.items()]
 
@@ -415,6 +502,7 @@ def set_observation_by_prefix(conn: apsw.Connection, name: str, prefix: str, con
         "ORDER BY id LIMIT 1",
         (entity_id, prefix),
     ).fetchone()
+    _touch(conn, entity_id)
     if row is None:
         conn.execute("INSERT INTO observations (entity_id, content) VALUES (?, ?)", (entity_id, content))
         return PrefixEdit("added", content)
@@ -438,6 +526,8 @@ def delete_observations_by_prefix(conn: apsw.Connection, name: str, prefix: str)
         "RETURNING id, content",
         (entity_id, prefix),
     ).fetchall()
+    if rows:
+        _touch(conn, entity_id)
     return [str(content) for _, content in sorted(rows)]
 
 
@@ -473,6 +563,6 @@ def update_relation_weights(conn: apsw.Connection, items: Sequence[tuple[Relatio
             raise RelationNotFound(*relation.key)
         previous = float(row[1])
         weight = (previous + evidence) / 2
-        conn.execute("UPDATE relations SET weight = ? WHERE id = ?", (weight, row[0]))
+        conn.execute(f"UPDATE relations SET weight = ?, updated_at = {NOW} WHERE id = ?", (weight, row[0]))
         changes.append(WeightChange(Relation(*relation.key, weight), previous, evidence))
     return changes

@@ -41,7 +41,7 @@ import apsw
 import apsw.fts5query as fq
 
 from graph_memory.db import index
-from graph_memory.db.graph import fill_observations, load_entities, unique, with_neighborhood
+from graph_memory.db.graph import bind_members, fill_observations, load_entities, unique, with_neighborhood
 from graph_memory.errors import InvalidQuery
 from graph_memory.models import MODES, Entity, GraphSlice, Mode
 
@@ -66,6 +66,36 @@ _SQL_MAX = 2**63 - 1  # LIMIT is a signed 64-bit integer in SQLite
 # Searches select entity heads with this, then read observations for all of them in one query.
 _HEAD = "e.id, e.name, e.entity_type"
 _Heads = list[tuple[int, str, str]]
+
+
+def match_ids(conn: apsw.Connection, query: str, mode: Mode) -> list[int]:
+    """The ids of every entity ``query`` matches in ``mode``, in the order :func:`search` returns
+    them (rowid order for ``substring``, best first for the ranked modes): what paging
+    (:mod:`graph_memory.db.pages`) cuts into pages.
+
+    Raises:
+        InvalidQuery: as :func:`search`.
+    """
+    if mode == "substring":
+        check_query(query)
+        needle = query.lower()
+        if not needle:
+            return [row[0] for row in conn.execute("SELECT id FROM entities ORDER BY id")]
+        if not _storable(needle):
+            return []
+        if "\n" in needle:
+            heads = _substring_heads(conn, needle, None, verify=False)
+            return [h[0] for h, e in zip(heads, _entities(conn, heads), strict=True) if entity_matches(e, needle)]
+        return [h[0] for h in _substring_heads(conn, needle, None, verify=True)]
+    if mode == "words":
+        check_query(query)
+        if not query.split():
+            return [row[0] for row in conn.execute("SELECT id FROM entities ORDER BY id")]
+        return [h[0] for h in _words_heads(conn, query, None)]
+    if mode == "fts":
+        check_query(query)
+        return [h[0] for h in _fts_heads(conn, query, None)]
+    raise InvalidQuery(f"unknown search mode {mode!r}; use one of: {', '.join(MODES)}")
 
 
 def search(conn: apsw.Connection, query: str, mode: Mode = "substring", limit: int | None = None) -> GraphSlice:
@@ -121,21 +151,71 @@ def search_substring(conn: apsw.Connection, query: str, limit: int | None = None
     return with_neighborhood(conn, _entities(conn, _substring_heads(conn, needle, limit, verify=True)))
 
 
-def _substring_heads(conn: apsw.Connection, needle: str, limit: int | None, *, verify: bool) -> _Heads:
+def substring_ids(conn: apsw.Connection, query: str, *, after: int = 0, limit: int | None = None,
+                  since: str | None = None) -> list[int]:
+    """Ids (rowid order) of the entities ``query`` matches in ``substring`` mode with an id over
+    ``after`` (and ``updated_at`` at or after ``since``), at most ``limit``: one page's worth,
+    without finding every match (pages: :mod:`graph_memory.db.pages`).
+
+    Raises:
+        InvalidQuery: query longer than 2048 characters.
+    """
+    check_query(query)
+    needle = query.lower()
+    params: dict[str, apsw.SQLiteValue] = {"after": after, "since": since}
+    extra = " AND e.id > :after" + (" AND e.updated_at >= :since" if since is not None else "")
+    if not needle:
+        return [row[0] for row in conn.execute(f"SELECT e.id FROM entities e WHERE 1{extra} ORDER BY e.id "
+                                               f"{_limit(limit)}", params)]
+    if not _storable(needle):
+        return []
+    if "\n" in needle:
+        heads = _substring_heads(conn, needle, None, verify=False, extra=extra, extra_params=params)
+        found = [h[0] for h, e in zip(heads, _entities(conn, heads), strict=True) if entity_matches(e, needle)]
+        return found if limit is None else found[:limit]
+    return [h[0] for h in _substring_heads(conn, needle, limit, verify=True, extra=extra, extra_params=params)]
+
+
+def substring_among(conn: apsw.Connection, query: str, ids: set[int], since: str | None = None) -> set[int]:
+    """Which of the entities ``ids`` ``query`` matches in ``substring`` mode (and changed at or
+    after ``since``): checked on their current search documents, without the index."""
+    needle = query.lower()
+    if not ids or not _storable(needle):
+        return set()
+    members, params = bind_members(list(ids))
+    changed = " AND e.updated_at >= ?" if since is not None else ""
+    extra = (since,) if since is not None else ()
+    if not needle:
+        return {row[0] for row in conn.execute(f"SELECT e.id FROM entities e WHERE e.id IN {members}{changed}",
+                                               params + extra)}
+    if "\n" in needle:
+        heads = _fetch_rows(conn, f"SELECT {_HEAD} FROM entities e WHERE e.id IN {members}{changed}",
+                            params + extra)
+        return {h[0] for h, e in zip(heads, _entities(conn, heads), strict=True) if entity_matches(e, needle)}
+    check = "(instr(s.name, ?) OR instr(s.entity_type, ?) OR instr(s.observations, ?))"
+    return {row[0] for row in conn.execute(
+        f"SELECT e.id FROM entity_search s JOIN entities e ON e.id = s.entity_id "
+        f"WHERE e.id IN {members}{changed} AND {check}", params + extra + (needle, needle, needle))}
+
+
+def _substring_heads(conn: apsw.Connection, needle: str, limit: int | None, *, verify: bool, extra: str = "",
+                     extra_params: Mapping[str, apsw.SQLiteValue] | None = None) -> _Heads:
     """``(id, name, type)`` in rowid order of the entities whose documents contain ``needle``;
-    with ``verify=False`` the index's candidates unchecked (a superset)."""
+    with ``verify=False`` the index's candidates unchecked (a superset). ``extra`` adds
+    conditions on ``e`` (``" AND …"``) with their ``extra_params``."""
     check = "(instr(s.name, :n) OR instr(s.entity_type, :n) OR instr(s.observations, :n))"
-    params = {"n": needle}
+    params = {"n": needle, **(extra_params or {})}
     if not _indexable(needle):
         return _fetch(conn, f"SELECT {_HEAD} FROM entity_search s JOIN entities e ON e.id = s.entity_id "
-                            f"WHERE {check} ORDER BY s.entity_id {_limit(limit)}", params)
+                            f"WHERE {check}{extra} ORDER BY s.entity_id {_limit(limit)}", params)
     params["m"] = trigram_cover(needle)
     heads: _Heads = []
     indexes = index.match_tables(conn)
     for table, current in indexes:
         heads += _fetch(conn, f"SELECT {_HEAD} FROM {table} f JOIN entity_search s ON s.entity_id = f.rowid "
                               f"JOIN entities e ON e.id = f.rowid WHERE {table} MATCH :m{current} "
-                              f"{'AND ' + check if verify else ''} ORDER BY f.rowid {_limit(limit)}", params)
+                              f"{'AND ' + check if verify else ''}{extra} ORDER BY f.rowid {_limit(limit)}",
+                        params)
     if len(indexes) > 1:  # two lists, each in rowid order
         heads.sort()
     return heads if limit is None else heads[:limit]
@@ -178,11 +258,16 @@ def search_words(conn: apsw.Connection, query: str, limit: int | None = None) ->
         InvalidQuery: query longer than 2048 characters.
     """
     check_query(query)
-    terms = unique(t.lower() for t in query.split())
-    if not terms:
+    if not query.split():
         return with_neighborhood(conn, _all_entities(conn, limit))
+    return with_neighborhood(conn, _entities(conn, _words_heads(conn, query, limit)))
+
+
+def _words_heads(conn: apsw.Connection, query: str, limit: int | None) -> _Heads:
+    """The heads :func:`search_words` returns for a query with at least one term, in its order."""
+    terms = unique(t.lower() for t in query.split())
     if not all(_storable(t) for t in terms):  # a term no stored text can contain (lone surrogate)
-        return GraphSlice([], [])
+        return []
     params: dict[str, apsw.SQLiteValue] = {f"t{i}": t for i, t in enumerate(terms)}
     checks = " AND ".join(
         f"(instr(s.name, :t{i}) OR instr(s.entity_type, :t{i}) OR instr(s.observations, :t{i}))"
@@ -199,7 +284,7 @@ def search_words(conn: apsw.Connection, query: str, limit: int | None = None) ->
             f"+ {obs_w} * (instr(s.observations, :t{i}) > 0)" for i in range(len(terms)))
         heads = _fetch(conn, f"SELECT {_HEAD} FROM entity_search s JOIN entities e ON e.id = s.entity_id "
                              f"WHERE {checks} ORDER BY {score} DESC, s.entity_id {_limit(limit)}", params)
-    return with_neighborhood(conn, _entities(conn, heads))
+    return heads
 
 
 # -- fts ------------------------------------------------------------------------------------------
@@ -223,6 +308,11 @@ def search_fts(conn: apsw.Connection, query: str, limit: int | None = None) -> G
             what is wrong and where; SQLite's own messages never reach the caller).
     """
     check_query(query)
+    return with_neighborhood(conn, _entities(conn, _fts_heads(conn, query, limit)))
+
+
+def _fts_heads(conn: apsw.Connection, query: str, limit: int | None) -> _Heads:
+    """The heads :func:`search_fts` returns, in its order (raises as it does)."""
     match = compile_fts(query)
     try:
         heads = _ranked(conn, "FROM {t} f JOIN entities e ON e.id = f.rowid WHERE {t} MATCH :m{current}",
@@ -231,7 +321,7 @@ def search_fts(conn: apsw.Connection, query: str, limit: int | None = None) -> G
         # compile_fts accepts only what FTS5 accepts; this is a safety net, never a raw message.
         raise InvalidQuery(f"the fts query {_excerpt(query)} could not be run by the search index; "
                            f"simplify it or use mode 'words'") from None
-    return with_neighborhood(conn, _entities(conn, heads))
+    return heads
 
 
 def compile_fts(query: str) -> str:
@@ -410,6 +500,10 @@ def _bm25(table: str) -> str:
 
 
 def _fetch(conn: apsw.Connection, sql: str, params: Mapping[str, apsw.SQLiteValue]) -> _Heads:
+    return cast(_Heads, conn.execute(sql, params).fetchall())
+
+
+def _fetch_rows(conn: apsw.Connection, sql: str, params: tuple[apsw.SQLiteValue, ...]) -> _Heads:
     return cast(_Heads, conn.execute(sql, params).fetchall())
 
 

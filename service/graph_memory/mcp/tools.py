@@ -74,12 +74,24 @@ RELATION_OUT = _object(
      "weight": {"type": "number", "minimum": 0, "maximum": 1, "description": "Present only when not 1.0"}},
     ["from", "to", "relationType"],
 )
+# The reading tools' entities: the full view (observations), or the summary view
+# (observationCount); with timestamps, times that are null when unknown. Every entity has one of
+# observations/observationCount; an anyOf saying so would cost the official Python client ~7 % more
+# pure-Python validation of every read_graph, so the schema leaves it to the description.
+_TIME_OUT = {"type": ["string", "null"], "description": "ISO 8601 UTC; null when unknown"}
+_TIMES_OUT = {"createdAt": _TIME_OUT, "updatedAt": _TIME_OUT}
+ENTITY_READ_OUT = _object(
+    {**ENTITY_OUT["properties"],
+     "observationCount": {"type": "integer", "minimum": 0, "description": "view 'summary': instead of observations"},
+     **_TIMES_OUT, "observationTimes": _array(_object(_TIMES_OUT, ["createdAt", "updatedAt"]))},
+    ["name", "entityType"])
 GRAPH_OUT = _object(
     {
-        "entities": _array(ENTITY_OUT),
-        "relations": _array(RELATION_OUT),
-        "neighbors": _array(ENTITY_OUT, "Entities at the far end of the returned relations that are "
-                                        "not themselves in 'entities'"),
+        "entities": _array(ENTITY_READ_OUT),
+        "relations": _array(_object({**RELATION_OUT["properties"], **_TIMES_OUT}, RELATION_OUT["required"])),
+        "neighbors": _array(ENTITY_READ_OUT, "Entities at the far end of the returned relations that are "
+                                             "not themselves in 'entities'"),
+        "nextCursor": _str("Present when there is more: pass it as cursor to get the next page"),
     },
     ["entities", "relations", "neighbors"],
 )
@@ -199,22 +211,36 @@ class UpdateRelationsArgs(_Args):
     relations: list[EvidenceArg]
 
 
-class SearchArgs(_Args):
-    """Arguments of search_nodes: ``query`` (≤ 2048 characters), optional ``mode`` and ``limit`` (≥ 1)."""
+class ShapeArgs(_Args):
+    """The optional shape of a reading tool's reply: ``view`` (``full`` or ``summary``) and
+    ``timestamps`` (add createdAt/updatedAt)."""
+
+    view: Literal["full", "summary"] | None = None   # None: the default, full
+    timestamps: bool | None = None
+
+
+class PageArgs(ShapeArgs):
+    """read_graph's arguments, also part of search_nodes': ``since`` (ISO 8601), ``limit`` (page
+    size, ≥ 1) and ``cursor`` (a previous reply's nextCursor). All optional (extra keys are
+    ignored, as upstream's schema allows)."""
+
+    since: str | None = None
+    limit: int | None = Field(default=None, ge=1)
+    cursor: str | None = None
+
+
+class SearchArgs(PageArgs):
+    """Arguments of search_nodes: ``query`` (≤ 2048 characters), optional ``mode`` and the
+    paging, time and shape arguments of :class:`PageArgs`."""
 
     query: str
     mode: Literal["substring", "words", "fts"] | None = None   # None: the default, substring
-    limit: int | None = Field(default=None, ge=1)
 
 
-class OpenArgs(_Args):
-    """Arguments of open_nodes: ``{names[]}``."""
+class OpenArgs(ShapeArgs):
+    """Arguments of open_nodes: ``{names[]}`` and the optional ``view``/``timestamps``."""
 
     names: list[str]
-
-
-class NoArgs(_Args):
-    """read_graph takes no arguments (extra keys are ignored, as upstream's schema allows)."""
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -386,24 +412,38 @@ def _update_relations(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
                    {"relations_weighed": len(changes), "relation_weights_changed": changed})
 
 
-def _graph_outcome(result: GraphSlice) -> Outcome:
-    payload = result.to_dict()
+def _graph_outcome(app: MemoryService, tool: str, result: GraphSlice, args: ShapeArgs) -> Outcome:
+    view, timestamps = args.view or "full", bool(args.timestamps)
+    app.check_reply(tool, result, view, timestamps)
+    payload = result.shaped(view, timestamps)
     return Outcome(payload, payload)
 
 
 def _read_graph(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
-    parse_args(NoArgs, "read_graph", arguments)
-    return _graph_outcome(app.read_graph())
+    args = parse_args(PageArgs, "read_graph", arguments)
+    result = app.read_graph(since=args.since, limit=args.limit, cursor=args.cursor, timestamps=bool(args.timestamps))
+    return _graph_outcome(app, "read_graph", result, args)
 
 
 def _search_nodes(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
     args = parse_args(SearchArgs, "search_nodes", arguments)
-    return _graph_outcome(app.search_nodes(args.query, args.mode or "substring", args.limit))
+    result = app.search_nodes(args.query, args.mode or "substring", args.limit, since=args.since, cursor=args.cursor,
+                              timestamps=bool(args.timestamps))
+    return _graph_outcome(app, "search_nodes", result, args)
 
 
 def _open_nodes(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
     args = parse_args(OpenArgs, "open_nodes", arguments)
-    return _graph_outcome(app.open_nodes(args.names))
+    return _graph_outcome(app, "open_nodes", app.open_nodes(args.names, timestamps=bool(args.timestamps)), args)
+
+
+# The reading tools' optional arguments. Every word here is in every conversation's tools/list:
+# keep them short (bench/tools_list.py measures it against the reference server).
+VIEW_IN = {"type": "string", "enum": ["full", "summary"]}
+TIMESTAMPS_IN = {"type": "boolean"}
+SHAPE_IN = {"view": VIEW_IN, "timestamps": TIMESTAMPS_IN}
+PAGE_IN = {"since": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "description": "Page size"},
+           "cursor": {"type": "string"}}
 
 
 def _results_schema(item: dict[str, Any]) -> dict[str, Any]:
@@ -413,8 +453,8 @@ def _results_schema(item: dict[str, Any]) -> dict[str, Any]:
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "create_entities",
-        "Create entities in the knowledge graph (people, organizations, events, …), each with a type "
-        "and observations (atomic facts). Names that already exist are skipped.",
+        "Create entities (people, organizations, events, …), each with a type and observations "
+        "(atomic facts). Existing names are skipped.",
         _object({"entities": _array(ENTITY_IN, "Entities to create")}, ["entities"]),
         _object({"entities": _array(ENTITY_OUT)}, ["entities"]),
         ADDITIVE,
@@ -422,9 +462,9 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "create_relations",
-        "Create directed relations between existing entities, phrased in active voice "
-        "(from -[relationType]-> to). Relations that already exist are skipped. Optional weight "
-        "(0 to 1, default 1.0) records how sure you are; update_relations adjusts it later.",
+        "Create directed relations between existing entities, in active voice (from -[relationType]-> "
+        "to). Existing ones are skipped. Optional weight (0 to 1, default 1.0): how sure you are; "
+        "update_relations adjusts it.",
         _object({"relations": _array(RELATION_IN_WEIGHTED, "Relations to create")}, ["relations"]),
         _object({"relations": _array(RELATION_OUT)}, ["relations"]),
         ADDITIVE,
@@ -445,8 +485,8 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "delete_entities",
-        "Delete entities with their observations and every relation that names them. Unknown "
-        "names are skipped and reported.",
+        "Delete entities with their observations and every relation naming them. Unknown names "
+        "are skipped.",
         _object({"entityNames": _array(_str(), "Names of the entities to delete")}, ["entityNames"]),
         _object({**DELETE_OUT_BASE, "deletedEntities": _array(_str())}, ["success", "message"]),
         DESTRUCTIVE,
@@ -475,9 +515,8 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "update_observations",
-        "Correct observations in place: replace the observation 'match' of an entity by "
-        "'replacement', keeping its position. The whole call fails, changing nothing, if a match is "
-        "missing or the replacement already exists on that entity.",
+        "Correct observations in place: replace an entity's observation 'match' by 'replacement', "
+        "keeping its position. Fails, changing nothing, if match is missing or replacement exists.",
         _object({"updates": _array(_object(
             {"entityName": _str("Name of the entity"),
              "match": _str("The current observation text (exact)"),
@@ -492,9 +531,8 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "update_relations",
-        "Weigh new evidence for existing relations: each relation's weight (0 to 1) becomes "
-        "(weight + evidence) / 2, so repeated evidence moves it step by step. Reports the previous and "
-        "new weight. The whole call fails, changing nothing, if a relation does not exist.",
+        "Weigh new evidence (0 to 1) for existing relations: weight becomes (weight + evidence) / 2. "
+        "Reports the previous and new weight. Fails, changing nothing, if a relation does not exist.",
         _object({"relations": _array(_object(
             {**RELATION_IN["properties"],
              "weight": {**WEIGHT_IN, "description": "New evidence from 0 (contradicts) to 1 (confirms)"}},
@@ -509,29 +547,24 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "read_graph",
-        "Read the entire knowledge graph: every entity and relation.",
-        {"type": "object", "properties": {}},
+        "Read the entire knowledge graph. When it is large: view 'summary' (observation counts, no "
+        "texts), since (ISO 8601: only entities changed since), or pages (limit, then cursor=nextCursor "
+        "until none). timestamps adds createdAt/updatedAt.",
+        {"type": "object", "properties": {**SHAPE_IN, **PAGE_IN}},
         GRAPH_OUT,
         READ_ONLY,
         _read_graph,
     ),
     ToolSpec(
         "search_nodes",
-        "Find entities by text in their name, type or observations (case-insensitive); returns them "
-        "with the relations touching them and their neighbors. mode 'substring' (default, the reference "
-        "server's rule) needs the whole query verbatim: use it for a name or an exact phrase. mode "
-        "'words' needs every word somewhere in the entity, in any order, best matches first: use it for "
-        "keywords like 'Alice coffee preference'. mode 'fts' takes SQLite FTS5 syntax (\"exact phrase\", "
-        "AND/OR/NOT, NEAR(a b), name:/entityType:/observations: filters; terms of 3+ characters), ranked. "
-        "limit caps the number of entities.",
+        "Find entities by text in name, type or observations (case-insensitive), with the relations "
+        "touching them and their neighbors. mode: substring (default: the whole query verbatim), words "
+        "(every word, any order, ranked), fts (FTS5: \"phrase\", AND/OR/NOT, NEAR, name:/entityType:/"
+        "observations:). limit, cursor, view, since, timestamps: as read_graph.",
         _object({
-            "query": _str("Text to find in entity names, types and observations"),
-            "mode": {"type": "string", "enum": list(MODES), "default": "substring",
-                     "description": "substring (default): whole query verbatim; words: every word, any "
-                                    "order, ranked; fts: FTS5 query syntax, ranked"},
-            "limit": {"type": "integer", "minimum": 1,
-                      "description": "Return at most this many entities (best first in ranked modes); "
-                                     "no limit returns every match"},
+            "query": _str("Text to find"),
+            "mode": {"type": "string", "enum": list(MODES), "default": "substring"},
+            **SHAPE_IN, **PAGE_IN,
         }, ["query"]),
         GRAPH_OUT,
         READ_ONLY,
@@ -541,7 +574,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "open_nodes",
         "Open entities by exact name, with the relations touching them and their neighbors. "
         "Unknown names are skipped.",
-        _object({"names": _array(_str(), "Entity names to open")}, ["names"]),
+        _object({"names": _array(_str(), "Entity names to open"), **SHAPE_IN}, ["names"]),
         GRAPH_OUT,
         READ_ONLY,
         _open_nodes,

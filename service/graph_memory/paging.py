@@ -1,0 +1,134 @@
+"""Paging cursors and ``since`` moments: the values the reading tools pass between calls.
+
+A page stops at a :class:`ReadPosition` (read_graph) or :class:`SearchPosition` (search_nodes);
+the caller gets it back as an opaque ``cursor`` string (:func:`encode_cursor`) and hands it to
+the next call (:func:`decode_cursor`). Positions are keys on stable row ids, never offsets, so
+rows committed before the first page are neither skipped nor repeated whatever is written
+between pages.
+
+A cursor is ``base64url(format byte, database tag (4 bytes), HMAC-SHA256 (16 bytes),
+zlib(JSON body))``. The HMAC key is a secret made once per database (``cursor_secret``,
+migrations/0006); the tag is a hash of it, so a cursor of another database is told apart from an
+altered one. The body binds the tool and the arguments that select the rows (query, mode,
+since): a cursor used with other arguments is refused rather than silently mixing two results.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import zlib
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from graph_memory.errors import InvalidCursor, InvalidInput
+
+CURSOR_FORMAT = 1   # the format byte; a cursor of another format is stale
+_TAG = 4
+_MAC = 16
+_START_OVER = "call again without cursor to start from the first page"
+
+
+@dataclass(frozen=True, slots=True)
+class ReadPosition:
+    """Where a read_graph page stopped: entities (rowid order) come first, then relations; the
+    next page starts after ``last_id`` of ``phase``."""
+
+    phase: Literal["entities", "relations"]
+    last_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class SearchPosition:
+    """Where a search_nodes page stopped. ``substring`` pages in rowid order: the next page starts
+    after entity id ``after``. The ranked modes freeze the order of the first page's search:
+    ``rest`` holds the ids of the matches still to come, best first."""
+
+    after: int = 0
+    rest: tuple[int, ...] | None = None
+
+
+def binding(tool: str, *arguments: object) -> str:
+    """A short digest of what a cursor belongs to: the tool and the arguments selecting rows."""
+    text = json.dumps([tool, *arguments], ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def encode_cursor(secret: bytes, bound: str, position: ReadPosition | SearchPosition) -> str:
+    """The opaque cursor for ``position`` of the request ``bound`` (:func:`binding`)."""
+    if isinstance(position, ReadPosition):
+        data: dict[str, Any] = {"b": bound, "p": position.phase[0], "i": position.last_id}
+    else:
+        data = {"b": bound, "a": position.after}
+        if position.rest is not None:   # deltas keep a frozen ranking short after compression
+            data["r"] = [b - a for a, b in zip((0, *position.rest), position.rest, strict=False)]
+    body = zlib.compress(json.dumps(data, separators=(",", ":")).encode(), 9)
+    mac = hmac.new(secret, body, hashlib.sha256).digest()[:_MAC]
+    return base64.urlsafe_b64encode(bytes([CURSOR_FORMAT]) + _tag(secret) + mac + body).decode().rstrip("=")
+
+
+def decode_cursor(secret: bytes, bound: str, cursor: str) -> ReadPosition | SearchPosition:
+    """The position ``cursor`` holds, checked against this database's ``secret`` and the request.
+
+    Raises:
+        InvalidCursor: malformed, of another format version, of another database, altered, or
+            issued for other arguments (each message says which, and what to do).
+    """
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    except (binascii.Error, ValueError):
+        raw = b""
+    if len(raw) < 1 + _TAG + _MAC + 1:
+        raise InvalidCursor(f"cursor is not a cursor this server issued (pass a reply's nextCursor exactly "
+                            f"as it was given); {_START_OVER}")
+    if raw[0] != CURSOR_FORMAT:
+        raise InvalidCursor(f"cursor comes from another version of the server and can no longer be read; "
+                            f"{_START_OVER}")
+    tag, mac, body = raw[1:1 + _TAG], raw[1 + _TAG:1 + _TAG + _MAC], raw[1 + _TAG + _MAC:]
+    if not hmac.compare_digest(tag, _tag(secret)):
+        raise InvalidCursor(f"cursor was issued by another memory database, not this one; {_START_OVER}")
+    if not hmac.compare_digest(mac, hmac.new(secret, body, hashlib.sha256).digest()[:_MAC]):
+        raise InvalidCursor(f"cursor was altered (pass a reply's nextCursor exactly as it was given); "
+                            f"{_START_OVER}")
+    data = json.loads(zlib.decompress(body))
+    if data["b"] != bound:
+        raise InvalidCursor("cursor belongs to another request: repeat the arguments of the call that "
+                            f"returned it (the same tool, query, mode and since), or {_START_OVER}")
+    if "p" in data:
+        return ReadPosition("entities" if data["p"] == "e" else "relations", int(data["i"]))
+    rest = None
+    if "r" in data:
+        ids, total = [], 0
+        for delta in data["r"]:
+            total += int(delta)
+            ids.append(total)
+        rest = tuple(ids)
+    return SearchPosition(int(data["a"]), rest)
+
+
+def _tag(secret: bytes) -> bytes:
+    return hashlib.sha256(b"graph-memory cursor tag\0" + secret).digest()[:_TAG]
+
+
+def parse_since(value: str) -> str:
+    """``since`` as the database stores times (``2026-12-01T17:29:28.123Z``, UTC, milliseconds).
+
+    Accepts ISO 8601 dates and date-times (``2026-12-01``, ``2026-12-01T09:30``,
+    ``2026-12-01T09:30:00+02:00``, ``…Z``); a time without an offset is UTC, a date alone its
+    midnight UTC. Sub-millisecond digits are cut (times are stored to the millisecond).
+
+    Raises:
+        InvalidInput: not an ISO 8601 date or date-time.
+    """
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise InvalidInput(f"since: {value!r} is not an ISO 8601 date or time; give e.g. '2026-12-01' or "
+                           f"'2026-12-01T09:30:00Z'") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -1,0 +1,544 @@
+"""Reading a large memory through a real MCP client: the summary view, times, ``since``, paging
+and the reply-size bound (issue 15). Every structured result is validated by the client against
+the advertised output schema."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from helpers import call, call_error, names, sample_path, upstream_oracle
+
+pytestmark = pytest.mark.anyio
+
+ALICE = {"name": "Alice", "entityType": "person", "observations": ["likes coffee", "lives in Lyon"]}
+BOB = {"name": "Bob", "entityType": "person", "observations": []}
+ACME = {"name": "Acme", "entityType": "organization", "observations": ["makes anvils"]}
+WORKS = {"from": "Alice", "to": "Acme", "relationType": "works_at"}
+KNOWS = {"from": "Bob", "to": "Alice", "relationType": "knows", "weight": 0.5}
+
+
+async def seed(client: Any) -> None:
+    await call(client, "create_entities", {"entities": [ALICE, BOB, ACME]})
+    await call(client, "create_relations", {"relations": [WORKS, KNOWS]})
+
+
+def summary(entity: dict[str, Any]) -> dict[str, Any]:
+    return {"name": entity["name"], "entityType": entity["entityType"],
+            "observationCount": len(entity["observations"])}
+
+
+# -- the default reply is unchanged ------------------------------------------------------------------
+
+@pytest.mark.parametrize(("tool", "arguments"), [
+    ("read_graph", {}),
+    ("search_nodes", {"query": "a"}),
+    ("open_nodes", {"names": ["Alice"]}),
+])
+async def test_default_reply_text_has_exactly_the_reference_keys(client: Any, tool: str,
+                                                                 arguments: dict[str, Any]) -> None:
+    await seed(client)
+    result = await client.call_tool(tool, arguments)
+    text = result.content[0].text
+    payload = json.loads(text)
+    assert text == json.dumps(payload, indent=2, ensure_ascii=False)
+    assert list(payload) == ["entities", "relations", "neighbors"]
+    for entity in payload["entities"] + payload["neighbors"]:
+        assert list(entity) == ["name", "entityType", "observations"]
+    for relation in payload["relations"]:
+        assert set(relation) <= {"from", "to", "relationType", "weight"}
+
+
+# -- summary view ----------------------------------------------------------------------------------
+
+async def test_read_graph_summary_counts_observations_and_keeps_relations(client: Any) -> None:
+    await seed(client)
+    full = await call(client, "read_graph", {})
+    short = await call(client, "read_graph", {"view": "summary"})
+    assert short == {"entities": [summary(e) for e in full["entities"]], "relations": full["relations"],
+                     "neighbors": []}
+    assert short["entities"][0] == {"name": "Alice", "entityType": "person", "observationCount": 2}
+    assert (await call(client, "read_graph", {"view": "full"})) == full
+
+
+@pytest.mark.parametrize(("tool", "arguments"), [
+    ("search_nodes", {"query": "Alice"}),
+    ("search_nodes", {"query": "coffee", "mode": "words"}),
+    ("open_nodes", {"names": ["Acme"]}),
+])
+async def test_summary_view_shows_entities_and_neighbors_without_texts(client: Any, tool: str,
+                                                                      arguments: dict[str, Any]) -> None:
+    await seed(client)
+    full = await call(client, tool, arguments)
+    short = await call(client, tool, {**arguments, "view": "summary"})
+    assert full["neighbors"], "the case must have neighbors"
+    assert short == {"entities": [summary(e) for e in full["entities"]], "relations": full["relations"],
+                     "neighbors": [summary(e) for e in full["neighbors"]]}
+
+
+async def test_unknown_view_is_a_clear_error(client: Any) -> None:
+    message = await call_error(client, "read_graph", {"view": "brief"})
+    assert "view" in message and "'full' or 'summary'" in message
+
+
+async def test_summary_of_the_reference_sample_is_a_fraction_of_the_full_reply(client: Any) -> None:
+    entities, relations = upstream_oracle(sample_path())
+    known = {e["name"] for e in entities}
+    relations = [r for r in relations if r["from"] in known and r["to"] in known]  # no dangling ones
+    await call(client, "create_entities", {"entities": entities})
+    await call(client, "create_relations", {"relations": relations})
+    full = await client.call_tool("read_graph", {})
+    short = await client.call_tool("read_graph", {"view": "summary"})
+    assert len(short.content[0].text) < 0.7 * len(full.content[0].text)   # relations stay whole
+    assert names(json.loads(short.content[0].text)) == [e["name"] for e in entities]
+    assert json.loads(short.content[0].text)["relations"] == relations
+
+
+# -- times -----------------------------------------------------------------------------------------
+
+def _times(row: dict[str, Any]) -> tuple[str | None, str | None]:
+    return row["createdAt"], row["updatedAt"]
+
+
+def _utc_now() -> str:
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+async def test_timestamps_show_when_rows_were_written_and_default_replies_have_none(client: Any) -> None:
+    before = _utc_now()
+    await seed(client)
+    after = _utc_now()
+    graph = await call(client, "read_graph", {"timestamps": True})
+    alice = graph["entities"][0]
+    assert list(alice) == ["name", "entityType", "observations", "createdAt", "updatedAt", "observationTimes"]
+    assert alice["observations"] == ALICE["observations"]
+    # created together: the observations carry their entity's creation time
+    assert alice["observationTimes"] == [{"createdAt": alice["createdAt"], "updatedAt": alice["createdAt"]}] * 2
+    for row in [alice, *alice["observationTimes"], *graph["relations"]]:
+        assert before <= row["createdAt"] == row["updatedAt"] <= after
+    assert graph["relations"][1]["weight"] == 0.5
+    short = await call(client, "read_graph", {"timestamps": True, "view": "summary"})
+    assert short["entities"][0] == {"name": "Alice", "entityType": "person", "observationCount": 2,
+                                    "createdAt": alice["createdAt"], "updatedAt": alice["updatedAt"]}
+    assert "createdAt" not in (await call(client, "read_graph", {}))["entities"][0]
+    opened = await call(client, "open_nodes", {"names": ["Alice"], "timestamps": True})
+    assert opened["entities"][0] == alice and all("createdAt" in n for n in opened["neighbors"])
+    found = await call(client, "search_nodes", {"query": "coffee", "timestamps": True})
+    assert found["entities"][0] == alice
+
+
+@pytest.mark.parametrize(("tool", "arguments"), [
+    ("add_observations", {"observations": [{"entityName": "Bob", "contents": ["plays chess"]}]}),
+    ("delete_observations", {"deletions": [{"entityName": "Bob", "observations": ["owns a cat"]}]}),
+    ("update_observations", {"updates": [{"entityName": "Bob", "match": "owns a cat", "replacement": "owns a dog"}]}),
+])
+async def test_every_observation_change_updates_its_entity_and_since_finds_it(client: Any, tool: str,
+                                                                              arguments: dict[str, Any]) -> None:
+    import anyio
+
+    await seed(client)
+    await call(client, "add_observations", {"observations": [{"entityName": "Bob", "contents": ["owns a cat"]}]})
+    await anyio.sleep(0.005)   # times are stored to the millisecond: the next write is later
+    moment = _utc_now()
+    await anyio.sleep(0.005)
+    await call(client, tool, arguments)
+    bob = (await call(client, "open_nodes", {"names": ["Bob"], "timestamps": True}))["entities"][0]
+    assert bob["createdAt"] < moment <= bob["updatedAt"]
+    changed = await call(client, "read_graph", {"since": moment})
+    assert changed == {"entities": [(await call(client, "open_nodes", {"names": ["Bob"]}))["entities"][0]],
+                       "relations": [], "neighbors": []}
+    assert names(await call(client, "search_nodes", {"query": "", "since": moment})) == ["Bob"]
+    assert names(await call(client, "search_nodes", {"query": "person", "since": moment})) == ["Bob"]
+    assert (await call(client, "search_nodes", {"query": "Acme", "since": moment}))["entities"] == []
+
+
+async def test_since_is_inclusive_and_update_relations_dates_the_relation(client: Any) -> None:
+    import anyio
+
+    await seed(client)
+    alice = (await call(client, "open_nodes", {"names": ["Alice"], "timestamps": True}))["entities"][0]
+    assert names(await call(client, "read_graph", {"since": alice["updatedAt"]}))[:1] == ["Alice"]
+    await anyio.sleep(0.005)
+    moment = _utc_now()
+    await anyio.sleep(0.005)
+    await call(client, "update_relations", {"relations": [{**WORKS, "weight": 0.0}]})
+    graph = await call(client, "read_graph", {"since": moment, "timestamps": True})
+    assert graph["entities"] == []
+    (relation,) = graph["relations"]
+    assert (relation["from"], relation["weight"]) == ("Alice", 0.5)
+    assert relation["createdAt"] < moment <= relation["updatedAt"]
+
+
+@pytest.mark.parametrize("since", ["yesterday", "2026-13-01", "", "12/01/2026"])
+async def test_bad_since_is_a_clear_error(client: Any, since: str) -> None:
+    for tool, arguments in (("read_graph", {}), ("search_nodes", {"query": "a"})):
+        message = await call_error(client, tool, {**arguments, "since": since})
+        assert "is not an ISO 8601 date or time" in message and "2026-12-01T09:30:00Z" in message
+
+
+async def test_since_accepts_dates_and_offsets(client: Any) -> None:
+    await seed(client)
+    for since in ("2000-01-01", "2000-01-01T00:00", "2000-01-01T02:00:00+02:00", "2000-01-01T00:00:00Z"):
+        assert names(await call(client, "read_graph", {"since": since})) == ["Alice", "Bob", "Acme"]
+    assert (await call(client, "read_graph", {"since": "2999-01-01"}))["entities"] == []
+
+
+# -- unknown times: rows imported from a legacy file -----------------------------------------------
+
+LEGACY = (b'{"type":"entity","name":"Old","entityType":"thing","observations":["was here"]}\n'
+          b'{"type":"entity","name":"Older","entityType":"thing","observations":[]}\n'
+          b'{"type":"relation","from":"Old","to":"Older","relationType":"precedes"}\n')
+
+
+def _first_start(folder: Any) -> Any:
+    from graph_memory.db.backend import SqliteBackend
+    from graph_memory.db.store import Store
+    from graph_memory.importer import first_start_import
+
+    (folder / "memory.jsonl").write_bytes(LEGACY)
+    store = Store.open(folder / "memory.db")
+    first_start_import(SqliteBackend(store), [folder / "memory.jsonl"])
+    return store
+
+
+async def test_imported_rows_have_unknown_times_until_they_change(tmp_path: Any) -> None:
+    from mcp import Client
+
+    from graph_memory.db.backend import SqliteBackend
+    from graph_memory.mcp.server import build_server
+    from graph_memory.service import MemoryService
+
+    store = _first_start(tmp_path)
+    try:
+        async with Client(build_server(MemoryService(SqliteBackend(store))).server) as client:
+            graph = await call(client, "read_graph", {"timestamps": True})
+            old, older = graph["entities"]
+            assert _times(old) == _times(older) == _times(graph["relations"][0]) == (None, None)
+            assert old["observationTimes"] == [{"createdAt": None, "updatedAt": None}]
+            assert (await call(client, "read_graph", {"since": "2000-01-01"})) == {
+                "entities": [], "relations": [], "neighbors": []}
+            await call(client, "add_observations", {"observations": [{"entityName": "Old", "contents": ["still is"]}]})
+            old = (await call(client, "open_nodes", {"names": ["Old"], "timestamps": True}))["entities"][0]
+            assert old["createdAt"] is None and old["updatedAt"] is not None
+            assert old["observationTimes"][0] == {"createdAt": None, "updatedAt": None}
+            assert old["observationTimes"][1]["createdAt"] <= old["updatedAt"]   # one write, ms apart at most
+            assert names(await call(client, "read_graph", {"since": "2000-01-01"})) == ["Old"]
+    finally:
+        store.close()
+
+
+def test_migration_0006_marks_first_start_imports_unknown_and_keeps_later_times(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from graph_memory.db import migrations
+    from graph_memory.db.store import Store
+
+    known = migrations.load_migrations()
+    with monkeypatch.context() as patch:   # a database made and imported into by the previous version
+        patch.setattr(migrations, "load_migrations", lambda: known[:5])
+        store = _first_start(tmp_path)
+        for table in ("entities", "observations"):   # the previous version wrote the import moment
+            store.conn.execute(f"UPDATE {table} SET created_at = (SELECT recorded_at FROM legacy_imports), "
+                               f"updated_at = (SELECT recorded_at FROM legacy_imports)")
+        store.conn.execute("UPDATE relations SET created_at = (SELECT recorded_at FROM legacy_imports)")
+        time.sleep(0.005)
+        store.conn.execute("INSERT INTO observations (entity_id, content) VALUES (1, 'learned later')")
+        later = store.conn.execute("SELECT created_at FROM observations WHERE content = 'learned later'"
+                                   ).fetchone()[0]
+        imported = store.conn.execute("SELECT created_at FROM entities WHERE name = 'Older'").fetchone()[0]
+        store.close()
+    assert imported != "" and imported < later
+    store = Store.open(tmp_path / "memory.db")   # applies 0006
+    try:
+        rows = store.conn.execute("SELECT name, created_at, updated_at FROM entities ORDER BY id").fetchall()
+        assert rows == [("Old", "", later), ("Older", "", "")]
+        assert store.conn.execute("SELECT content, created_at FROM observations ORDER BY id").fetchall() == [
+            ("was here", ""), ("learned later", later)]
+        assert store.conn.execute("SELECT created_at, updated_at FROM relations").fetchall() == [("", None)]
+        assert len(store.conn.execute("SELECT secret FROM cursor_secret").fetchone()[0]) == 32
+    finally:
+        store.close()
+
+
+# -- paging ----------------------------------------------------------------------------------------
+
+async def build_web(client: Any, count: int = 23) -> None:
+    """``count`` entities, every third one a 'tea' drinker, related in a ring and to a few hubs
+    (so pages share relations and neighbors), plus a dangling-free mix of relation types."""
+    entities = [{"name": f"E{i:02d}", "entityType": "person" if i % 2 else "place",
+                 "observations": [f"note {i}"] + (["drinks tea", "green tea daily"][: 1 + i % 2] if i % 3 == 0 else [])}
+                for i in range(count)]
+    await call(client, "create_entities", {"entities": entities})
+    relations = [{"from": f"E{i:02d}", "to": f"E{(i + 1) % count:02d}", "relationType": "next"}
+                 for i in range(count)]
+    relations += [{"from": f"E{i:02d}", "to": "E00" if i % 2 else "E01", "relationType": "hub"}
+                  for i in range(2, count)]
+    await call(client, "create_relations", {"relations": relations})
+
+
+async def pages(client: Any, tool: str, arguments: dict[str, Any], limit: int) -> list[dict[str, Any]]:
+    """Every page of ``tool`` with page size ``limit``, following nextCursor."""
+    out = [await call(client, tool, {**arguments, "limit": limit})]
+    while "nextCursor" in out[-1]:
+        assert len(out) < 200, "paging does not end"
+        out.append(await call(client, tool, {**arguments, "limit": limit, "cursor": out[-1]["nextCursor"]}))
+    return out
+
+
+def joined(parts: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    return {key: [item for part in parts for item in part[key]] for key in ("entities", "relations", "neighbors")}
+
+
+def same_reply(paged: dict[str, list[Any]], whole: dict[str, Any], *, ranked: bool = False) -> None:
+    """The pages together are the unpaged reply: the same entities in the same order, and the
+    same relations and neighbors, each exactly once."""
+    assert paged["entities"] == whole["entities"]
+    key = lambda r: (r["from"], r["to"], r["relationType"])  # noqa: E731
+    assert sorted(paged["relations"], key=key) == sorted(whole["relations"], key=key)
+    assert len({key(r) for r in paged["relations"]}) == len(paged["relations"])
+    assert sorted(names(paged, "neighbors")) == sorted(names(whole, "neighbors"))
+    assert len(set(names(paged, "neighbors"))) == len(paged["neighbors"])
+    assert not ranked or paged["entities"] == whole["entities"]
+
+
+@pytest.mark.parametrize("limit", [1, 2, 5, 22, 23, 24, 60, 1000])
+async def test_read_graph_pages_together_are_the_unpaged_reply(client: Any, limit: int) -> None:
+    await build_web(client)
+    whole = await call(client, "read_graph", {})
+    parts = await pages(client, "read_graph", {}, limit)
+    assert joined(parts) == whole
+    assert all(len(p["entities"]) + len(p["relations"]) <= limit for p in parts)
+    assert all(len(p["entities"]) + len(p["relations"]) == limit for p in parts[:-1])
+    assert "nextCursor" not in parts[-1]
+
+
+@pytest.mark.parametrize(("query", "mode"), [
+    ("tea", "substring"), ("", "substring"), ("E1", "substring"), ("tea daily", "words"),
+    ("tea", "words"), ("note", "fts"), ("tea OR place", "fts"), ("", "words"),
+])
+@pytest.mark.parametrize("limit", [1, 3, 7])
+async def test_search_pages_together_are_the_unpaged_reply(client: Any, query: str, mode: str, limit: int) -> None:
+    await build_web(client)
+    whole = await call(client, "search_nodes", {"query": query, "mode": mode})
+    parts = await pages(client, "search_nodes", {"query": query, "mode": mode}, limit)
+    same_reply(joined(parts), whole)
+    assert [len(p["entities"]) for p in parts[:-1]] == [limit] * (len(parts) - 1)
+    first = await call(client, "search_nodes", {"query": query, "mode": mode, "limit": limit})
+    assert names(first) == names(whole)[:limit]   # limit alone: the first matches, as always
+
+
+async def test_views_and_timestamps_may_change_between_pages(client: Any) -> None:
+    await build_web(client)
+    first = await call(client, "read_graph", {"limit": 5, "view": "summary"})
+    second = await call(client, "read_graph", {"limit": 5, "cursor": first["nextCursor"], "timestamps": True})
+    assert names(first) + names(second) == [f"E{i:02d}" for i in range(10)]
+    assert "observationCount" in first["entities"][0] and "createdAt" in second["entities"][0]
+
+
+async def test_paging_while_another_client_writes_skips_and_repeats_nothing(server: Any, client: Any) -> None:
+    from mcp import Client
+
+    await build_web(client, 30)
+    before = await call(client, "read_graph", {})
+    found_before = names(await call(client, "search_nodes", {"query": "tea", "mode": "words"}))
+    async with Client(server, mode="legacy") as writer:
+        seen: list[dict[str, Any]] = []
+        hits: list[str] = []
+        reply = await call(client, "read_graph", {"limit": 4})
+        search = await call(client, "search_nodes", {"query": "tea", "mode": "words", "limit": 2})
+        step = 0
+        while True:
+            seen.append(reply)
+            hits += names(search)
+            step += 1
+            # Writes between pages: new entities (also matching ones), new observations on
+            # entities already read and on ones still to come, new relations, a deletion.
+            await call(writer, "create_entities", {"entities": [
+                {"name": f"New{step}", "entityType": "person", "observations": ["drinks tea"]}]})
+            await call(writer, "add_observations", {"observations": [
+                {"entityName": "E00", "contents": [f"tea fact {step}"]},
+                {"entityName": "E29", "contents": [f"tea fact {step}"]}]})
+            await call(writer, "create_relations", {"relations": [
+                {"from": f"New{step}", "to": "E05", "relationType": "met"}]})
+            if step == 3:
+                await call(writer, "delete_entities", {"entityNames": ["New1"]})
+            if "nextCursor" in search:
+                search = await call(client, "search_nodes", {"query": "tea", "mode": "words", "limit": 2,
+                                                             "cursor": search["nextCursor"]})
+            else:
+                search = {"entities": []}
+            if "nextCursor" not in reply:
+                break
+            reply = await call(client, "read_graph", {"limit": 4, "cursor": reply["nextCursor"]})
+        while search["entities"]:
+            hits += names(search)
+            search = (await call(client, "search_nodes", {"query": "tea", "mode": "words", "limit": 2,
+                                                          "cursor": search["nextCursor"]})
+                      if "nextCursor" in search else {"entities": []})
+    got = joined(seen)
+    read = names(got)
+    assert len(read) == len(set(read)), "an entity came twice"
+    assert set(names(before)) <= set(read), "an entity committed before the first page was skipped"
+    key = lambda r: (r["from"], r["to"], r["relationType"])  # noqa: E731
+    relations = [key(r) for r in got["relations"]]
+    assert len(relations) == len(set(relations))
+    assert {key(r) for r in before["relations"]} <= set(relations)
+    assert hits == found_before, "the ranked pages keep the first page's order, nothing skipped or repeated"
+
+
+# -- cursors that cannot be used -------------------------------------------------------------------
+
+async def _cursor(client: Any) -> str:
+    await build_web(client)
+    return str((await call(client, "read_graph", {"limit": 2}))["nextCursor"])
+
+
+async def test_a_malformed_or_altered_cursor_is_refused_with_what_to_do(client: Any) -> None:
+    cursor = await _cursor(client)
+    for bad in ("not a cursor!", "AAAA", cursor[:10]):
+        message = await call_error(client, "read_graph", {"limit": 2, "cursor": bad})
+        assert "not a cursor this server issued" in message and "without cursor" in message
+    flipped = cursor[:-3] + ("A" if cursor[-3] != "A" else "B") + cursor[-2:]
+    message = await call_error(client, "read_graph", {"limit": 2, "cursor": flipped})
+    assert "altered" in message and "without cursor" in message
+
+
+async def test_a_cursor_of_another_request_or_tool_is_refused(client: Any) -> None:
+    cursor = await _cursor(client)
+    message = await call_error(client, "search_nodes", {"query": "tea", "cursor": cursor})
+    assert "another request" in message
+    message = await call_error(client, "read_graph", {"since": "2000-01-01", "cursor": cursor})
+    assert "another request" in message
+    search = (await call(client, "search_nodes", {"query": "tea", "limit": 1}))["nextCursor"]
+    message = await call_error(client, "search_nodes", {"query": "coffee", "limit": 1, "cursor": search})
+    assert "another request" in message and "same tool, query, mode and since" in message
+
+
+async def test_a_cursor_of_another_database_or_format_is_refused(client: Any, tmp_path: Any) -> None:
+    import base64
+
+    from mcp import Client
+
+    from graph_memory.db.backend import SqliteBackend
+    from graph_memory.db.store import Store
+    from graph_memory.mcp.server import build_server
+    from graph_memory.service import MemoryService
+
+    cursor = await _cursor(client)
+    other = Store.open(tmp_path / "other.db")
+    try:
+        async with Client(build_server(MemoryService(SqliteBackend(other))).server) as stranger:
+            await build_web(stranger)
+            message = await call_error(stranger, "read_graph", {"limit": 2, "cursor": cursor})
+            assert "another memory database" in message and "without cursor" in message
+    finally:
+        other.close()
+    raw = bytearray(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    raw[0] = 0   # a format this version does not write
+    stale = base64.urlsafe_b64encode(bytes(raw)).decode().rstrip("=")
+    message = await call_error(client, "read_graph", {"limit": 2, "cursor": stale})
+    assert "another version of the server" in message and "without cursor" in message
+
+
+# -- replies too large for a client ----------------------------------------------------------------
+
+def _message_bytes(payload: dict[str, Any]) -> int:
+    """The JSON-RPC message of a tool result carrying ``payload`` (text item and structuredContent)."""
+    from mcp import types
+
+    result = types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(payload, indent=2))],
+                                  structured_content=payload)
+    body = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return len(json.dumps({"jsonrpc": "2.0", "id": 1, "result": body}, separators=(",", ":")).encode())
+
+
+@pytest.mark.parametrize("view", ["full", "summary"])
+@pytest.mark.parametrize("timestamps", [False, True])
+async def test_reply_size_estimate_is_within_a_tenth_of_the_message(memory: Any, client: Any, view: str,
+                                                                    timestamps: bool) -> None:
+    from graph_memory.service import reply_bytes
+
+    entities, relations = upstream_oracle(sample_path())
+    known = {e["name"] for e in entities}
+    await call(client, "create_entities", {"entities": entities})
+    await call(client, "create_relations", {"relations": [r for r in relations if r["from"] in known
+                                                          and r["to"] in known]})
+    await build_web(client)
+    for result in (memory.read_graph(timestamps=timestamps), memory.search_nodes("tea", timestamps=timestamps)):
+        actual = _message_bytes(result.shaped(view, timestamps))   # type: ignore[arg-type]
+        assert abs(reply_bytes(result, view, timestamps) - actual) <= actual / 10  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def small_client(store: Any) -> Any:
+    """A client of a server whose replies are bounded at 3,000 bytes."""
+    from mcp import Client
+
+    from graph_memory.db.backend import SqliteBackend
+    from graph_memory.mcp.server import build_server
+    from graph_memory.service import Limits, MemoryService
+
+    service = MemoryService(SqliteBackend(store), Limits(max_reply_bytes=3_000))
+    async with Client(build_server(service).server) as c:
+        yield c
+
+
+async def test_a_reply_over_the_bound_is_refused_saying_how_to_get_all_of_it(small_client: Any) -> None:
+    await build_web(small_client)
+    message = await call_error(small_client, "read_graph", {})
+    assert "MEMORY_MAX_REPLY_BYTES" in message and "nothing was sent" in message
+    assert "limit" in message and "nextCursor" in message and "view 'summary'" in message
+    page = int(message.split(" and limit ")[1].split(" ")[0])
+    parts = await pages(small_client, "read_graph", {}, page)   # what the message says works
+    assert len(joined(parts)["entities"]) == 23
+    message = await call_error(small_client, "search_nodes", {"query": ""})
+    assert "search_nodes again with the same arguments and limit" in message
+    message = await call_error(small_client, "open_nodes", {"names": [f"E{i:02d}" for i in range(23)]})
+    assert "Open fewer names per call" in message
+    small = await call(small_client, "open_nodes", {"names": ["E05"]})
+    assert names(small) == ["E05"]
+
+
+# -- what the model sees of tools/list -------------------------------------------------------------
+
+async def test_tools_list_stays_within_one_and_a_half_times_the_reference(client: Any) -> None:
+    """Every advertised word is in every conversation: ours, measured as the official Python client
+    dumps it without outputSchema (bench/tools_list.py), within 1.5x the reference server's."""
+    from bench.tools_list import MAX_RATIO, REFERENCE_BYTES, listing_bytes
+
+    size = listing_bytes((await client.list_tools()).tools)
+    assert size <= REFERENCE_BYTES * MAX_RATIO, f"tools/list is {size} bytes"
+    described = {t.name: t.description or "" for t in (await client.list_tools()).tools}
+    for word in ("summary", "since", "limit", "cursor", "nextCursor", "timestamps"):
+        assert word in described["read_graph"], word
+
+
+@pytest.mark.parametrize(("tool", "arguments"), [
+    ("read_graph", {}), ("search_nodes", {"query": "tea"}), ("search_nodes", {"query": "note", "mode": "words"}),
+])
+async def test_pages_with_since_together_are_the_unpaged_reply_with_since(client: Any, tool: str,
+                                                                         arguments: dict[str, Any]) -> None:
+    import anyio
+
+    await build_web(client)
+    await anyio.sleep(0.005)
+    moment = _utc_now()
+    await anyio.sleep(0.005)
+    await call(client, "add_observations", {"observations": [
+        {"entityName": f"E{i:02d}", "contents": ["tea note again"]} for i in range(0, 23, 2)]})
+    await call(client, "update_relations", {"relations": [{"from": "E03", "to": "E04", "relationType": "next",
+                                                           "weight": 0.2}]})
+    whole = await call(client, tool, {**arguments, "since": moment})
+    assert 0 < len(whole["entities"]) <= 12
+    for limit in (1, 4):
+        parts = await pages(client, tool, {**arguments, "since": moment}, limit)
+        if tool == "read_graph":
+            assert joined(parts) == whole
+            assert [r["from"] for r in whole["relations"]] == ["E03"]
+        else:
+            same_reply(joined(parts), whole)
