@@ -179,7 +179,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from graph_memory.service import Limits, MemoryService
 
         server = build_server(MemoryService(SqliteBackend(store), Limits.from_settings(settings)),
-                              extra_tools=typed_tools)
+                              extra_tools=typed_tools, profile=settings.tools)
         log.info("server_ready", transport=settings.transport, database=str(store.path))
         if settings.transport == "http":
             from graph_memory.mcp.http import serve_http

@@ -18,7 +18,7 @@ a limit (nothing is written), ``EntityNotFound``/``Conflict``/``InvalidQuery`` f
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -308,7 +308,128 @@ class MemoryService:
 
         return self.backend.run_write(write)
 
+    # -- the MemoryMesh profile (graph_memory.mcp.memorymesh parses the arguments) ---------------
+
+    def add_nodes(self, entities: Sequence[Entity]) -> list[Entity]:
+        """Create ``entities``, all or nothing (MemoryMesh's rule: an existing name is an error).
+
+        Raises: InvalidInput (limits); Conflict (a name exists, or appears twice in the call).
+        """
+        self._check_entities(entities, "nodes", "nodeType", "metadata")
+
+        def write(g: Graph) -> list[Entity]:
+            seen: set[str] = set()
+            for e in entities:
+                if e.name in seen:
+                    raise Conflict(f"Node {e.name} appears twice in this call; give each node once")
+                seen.add(e.name)
+                existing = g.entity_type(e.name)
+                if existing is not None:
+                    raise Conflict(f"Node already exists: {e.name} (nodeType {existing!r}); change it with "
+                                   f"update_nodes or add_metadata")
+            return g.create_entities(entities)
+
+        return self.backend.run_write(write)
+
+    def update_nodes(self, updates: Sequence[NodeUpdate]) -> list[Entity]:
+        """Per update, give the node another type and/or replace its observations (in the given
+        order), all or nothing. Returns the nodes afterwards, in call order.
+
+        Raises: InvalidInput (limits); EntityNotFound.
+        """
+        lim = self.limits
+        lim.batch(updates, "nodes")
+        for i, u in enumerate(updates):
+            lim.name(u.name, f"nodes.{i}.name")
+            if u.entity_type is not None:
+                lim.name(u.entity_type, f"nodes.{i}.nodeType")
+            if u.observations is not None:
+                lim.batch(u.observations, f"nodes.{i}.metadata")
+                for j, o in enumerate(u.observations):
+                    lim.observation(o, f"nodes.{i}.metadata.{j}")
+
+        def write(g: Graph) -> list[Entity]:
+            for u in updates:
+                if u.entity_type is not None:
+                    g.set_entity_type(u.name, u.entity_type)
+                elif g.entity_type(u.name) is None:
+                    raise EntityNotFound(u.name)
+                if u.observations is not None:
+                    g.replace_observations(u.name, u.observations)
+            by_name = {e.name: e for e in g.open_nodes(_unique_names(u.name for u in updates)).entities}
+            return [by_name[u.name] for u in updates]
+
+        return self.backend.run_write(write)
+
+    def add_edges(self, relations: Sequence[Relation]) -> list[Relation]:
+        """Create ``relations``, all or nothing (MemoryMesh's rule: an existing triple is an error).
+
+        Raises: InvalidInput (limits); EntityNotFound (an end does not exist); Conflict (the
+        triple exists, or appears twice in the call).
+        """
+        self._check_relations(relations, "edges")
+
+        def write(g: Graph) -> list[Relation]:
+            seen: set[tuple[str, str, str]] = set()
+            for r in relations:
+                if r.key in seen:
+                    raise Conflict(f"Edge {r.source} -[{r.relation_type}]-> {r.target} appears twice in this call")
+                seen.add(r.key)
+                if g.find_relation(*r.key) is not None:
+                    raise Conflict(f"Edge already exists: {r.source} -[{r.relation_type}]-> {r.target}; change "
+                                   f"its weight with update_edges")
+            return g.create_relations(relations)
+
+        return self.backend.run_write(write)
+
+    def update_edges(self, updates: Sequence[EdgeUpdate]) -> list[tuple[Relation, Relation]]:
+        """Re-point and/or re-weigh edges in call order, all or nothing: ``(before, after)`` each.
+
+        Raises: InvalidInput (limits); RelationNotFound; EntityNotFound (a new end); Conflict
+        (the new triple exists).
+        """
+        lim = self.limits
+        lim.batch(updates, "edges")
+        for i, u in enumerate(updates):
+            for key, value in zip(("from", "to", "edgeType"), u.key, strict=True):
+                lim.name(value, f"edges.{i}.{key}")
+            for key, new in (("newFrom", u.new_source), ("newTo", u.new_target), ("newEdgeType", u.new_type)):
+                if new is not None:
+                    lim.name(new, f"edges.{i}.{key}")
+
+        def write(g: Graph) -> list[tuple[Relation, Relation]]:
+            return [g.move_relation(u.key, u.new_key, u.evidence) for u in updates]
+
+        return self.backend.run_write(write)
+
+    def delete_metadata(self, items: Sequence[tuple[str, Sequence[str]]]) -> DeleteObservationsResult:
+        """Delete observations (exact text) ``[(entity_name, observations)]``, all or nothing.
+
+        Raises: InvalidInput (limits); EntityNotFound (MemoryMesh's rule: an unknown node is an error).
+        """
+        self.limits.batch(items, "deletions")
+        for i, (name, observations) in enumerate(items):
+            self._check_contents(name, observations, f"deletions.{i}.metadata")
+
+        def write(g: Graph) -> DeleteObservationsResult:
+            for name, _ in items:
+                if g.entity_type(name) is None:
+                    raise EntityNotFound(name)
+            return g.delete_observations(items)
+
+        return self.backend.run_write(write)
+
     # -- limits -----------------------------------------------------------------------------------
+
+    def _check_entities(self, entities: Sequence[Entity], what: str, type_key: str, observations_key: str) -> None:
+        lim = self.limits
+        lim.batch(entities, what)
+        for i, e in enumerate(entities):
+            lim.name(e.name, f"{what}.{i}.name")
+            lim.name(e.entity_type, f"{what}.{i}.{type_key}")
+            lim.batch(e.observations, f"{what}.{i}.{observations_key}")
+            for j, o in enumerate(e.observations):
+                lim.observation(o, f"{what}.{i}.{observations_key}.{j}")
 
     def _check_relations(self, relations: Sequence[Relation], what: str) -> None:
         lim = self.limits
@@ -323,6 +444,38 @@ class MemoryService:
         self.limits.batch(contents, what)
         for j, o in enumerate(contents):
             self.limits.observation(o, f"{what}.{j}")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeUpdate:
+    """One node of update_nodes: a new ``entity_type`` and/or the ``observations`` that replace
+    the old ones (None: left as they are)."""
+
+    name: str
+    entity_type: str | None = None
+    observations: Sequence[str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeUpdate:
+    """One edge of update_edges: the edge ``key`` ``(from, to, relationType)``, its new ends and
+    type (None: unchanged) and the ``evidence`` folded into its weight (None: weight unchanged)."""
+
+    key: tuple[str, str, str]
+    new_source: str | None = None
+    new_target: str | None = None
+    new_type: str | None = None
+    evidence: float | None = None
+
+    @property
+    def new_key(self) -> tuple[str, str, str]:
+        """The triple after the update."""
+        source, target, relation_type = self.key
+        return (self.new_source or source, self.new_target or target, self.new_type or relation_type)
+
+
+def _unique_names(names: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(names))
 
 
 def _read_graph(g: Graph) -> GraphSlice:

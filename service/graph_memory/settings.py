@@ -85,6 +85,9 @@ class Settings(BaseSettings):
         None, description="json, or console; default console when stderr is a terminal, else json."
     )
     schemas_dir: Path | None = Field(None, description="Folder of <type>.schema.json files for typed tools.")
+    tools: Literal["reference", "memorymesh"] = Field(
+        "reference", description="The tool profile: reference (the reference server's tools) or memorymesh "
+        "(MemoryMesh's static tools and response format), over the same database.")
     busy_timeout_ms: int = Field(10_000, ge=0, description="How long a write waits for another writer (ms).")
     max_name_length: int = Field(1024, ge=1, description="Longest entity name / type / relation type (characters).")
     max_observation_length: int = Field(65536, ge=1, description="Longest observation (characters).")

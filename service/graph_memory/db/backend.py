@@ -94,6 +94,24 @@ class Graph(Protocol):
         """The relations of type ``relation_type`` starting at ``source``."""
         ...
 
+    def set_entity_type(self, name: str, entity_type: str) -> bool:
+        """Give the entity ``name`` another type; whether it changed (EntityNotFound if missing)."""
+        ...
+
+    def replace_observations(self, name: str, contents: Sequence[str]) -> bool:
+        """Make the entity's observations exactly ``contents``, in order; whether anything changed."""
+        ...
+
+    def find_relation(self, source: str, target: str, relation_type: str) -> Relation | None:
+        """The relation with this triple, or None."""
+        ...
+
+    def move_relation(self, key: tuple[str, str, str], new_key: tuple[str, str, str],
+                      evidence: float | None) -> tuple[Relation, Relation]:
+        """Re-point relation ``key`` to ``new_key`` and fold ``evidence`` into its weight;
+        ``(before, after)`` (RelationNotFound, EntityNotFound, Conflict)."""
+        ...
+
 
 class Backend(Protocol):
     """A database holding one knowledge graph: transactions, change counters and index upkeep."""
@@ -177,6 +195,19 @@ class SqliteGraph:
 
     def relations_from(self, source: str, relation_type: str) -> list[Relation]:
         return graph.relations_from(self.conn, source, relation_type)
+
+    def set_entity_type(self, name: str, entity_type: str) -> bool:
+        return graph.set_entity_type(self.conn, name, entity_type)
+
+    def replace_observations(self, name: str, contents: Sequence[str]) -> bool:
+        return graph.replace_observations(self.conn, name, contents)
+
+    def find_relation(self, source: str, target: str, relation_type: str) -> Relation | None:
+        return graph.find_relation(self.conn, source, target, relation_type)
+
+    def move_relation(self, key: tuple[str, str, str], new_key: tuple[str, str, str],
+                      evidence: float | None) -> tuple[Relation, Relation]:
+        return graph.move_relation(self.conn, key, new_key, evidence)
 
 
 class SqliteBackend:

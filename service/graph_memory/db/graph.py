@@ -561,3 +561,92 @@ def update_relation_weights(conn: apsw.Connection, items: Sequence[tuple[Relatio
         conn.execute("UPDATE relations SET weight = ? WHERE id = ?", (weight, row[0]))
         changes.append(WeightChange(Relation(*relation.key, weight), previous, evidence))
     return changes
+
+
+# -- the MemoryMesh profile (graph_memory.mcp.memorymesh) ------------------------------------------
+
+
+def set_entity_type(conn: apsw.Connection, name: str, entity_type: str) -> bool:
+    """Give the entity ``name`` the type ``entity_type`` (the search document follows through the
+    trigger). Returns whether the type changed.
+
+    Raises:
+        EntityNotFound: the entity does not exist.
+    """
+    row = conn.execute(
+        "UPDATE entities SET entity_type = ?2, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') "
+        "WHERE name = ?1 AND entity_type <> ?2 RETURNING id", (name, entity_type)).fetchone()
+    if row is None:
+        _require_entity(conn, name)
+        return False
+    return True
+
+
+def replace_observations(conn: apsw.Connection, name: str, contents: Sequence[str]) -> bool:
+    """Make the entity's observations exactly ``contents`` (duplicates collapsed), in that order.
+
+    Observations that stay keep their rows (id, ``created_at``) when the order allows it: when the
+    kept ones are already in the new order and the new ones come after them, only the removed rows
+    are deleted and the new ones appended; otherwise every row is written again in the new order.
+    Returns whether anything changed.
+
+    Raises:
+        EntityNotFound: the entity does not exist.
+    """
+    entity_id = _require_entity(conn, name)
+    wanted = _unique(contents)
+    current = [cast(str, c) for (c,) in conn.execute(
+        "SELECT content FROM observations WHERE entity_id = ? ORDER BY id", (entity_id,))]
+    if current == wanted:
+        return False
+    wanted_set = set(wanted)
+    kept = [c for c in current if c in wanted_set]
+    if wanted[:len(kept)] == kept:
+        gone = [c for c in current if c not in wanted_set]
+        fresh = wanted[len(kept):]
+    else:  # the order changed: rewrite them all
+        gone, fresh = current, wanted
+    if gone:
+        members, params = _members(gone)
+        conn.execute(f"DELETE FROM observations WHERE entity_id = ? AND content IN {members}",
+                     (entity_id, *params))
+    conn.executemany("INSERT INTO observations (entity_id, content) VALUES (?, ?)",
+                     [(entity_id, c) for c in fresh])
+    return True
+
+
+def find_relation(conn: apsw.Connection, source: str, target: str, relation_type: str) -> Relation | None:
+    """The relation with this triple, or None."""
+    row = conn.execute("SELECT from_name, to_name, relation_type, weight FROM relations "
+                       "WHERE from_name = ? AND to_name = ? AND relation_type = ?",
+                       (source, target, relation_type)).fetchone()
+    return None if row is None else Relation(*row)
+
+
+def move_relation(conn: apsw.Connection, key: tuple[str, str, str], new_key: tuple[str, str, str],
+                  evidence: float | None) -> tuple[Relation, Relation]:
+    """Re-point the relation ``key`` to ``new_key`` (same row: it keeps its position) and, with
+    ``evidence``, fold it into the weight: ``(weight + evidence) / 2``.
+
+    Returns ``(before, after)``.
+
+    Raises:
+        RelationNotFound: no relation has ``key``.
+        EntityNotFound: a changed endpoint of ``new_key`` is not an entity.
+        Conflict: another relation already has ``new_key``.
+    """
+    row = conn.execute("SELECT id, weight FROM relations WHERE from_name = ? AND to_name = ? AND relation_type = ?",
+                       key).fetchone()
+    if row is None:
+        raise RelationNotFound(*key)
+    before = Relation(*key, float(row[1]))
+    for old, new in ((key[0], new_key[0]), (key[1], new_key[1])):
+        if new != old:
+            _require_entity(conn, new)
+    if new_key != key and find_relation(conn, *new_key) is not None:
+        raise Conflict(f"Relation {new_key[0]} -[{new_key[2]}]-> {new_key[1]} already exists; delete one of the "
+                       f"two first, or update that one")
+    weight = before.weight if evidence is None else (before.weight + evidence) / 2
+    conn.execute("UPDATE relations SET from_name = ?, to_name = ?, relation_type = ?, weight = ? WHERE id = ?",
+                 (*new_key, weight, row[0]))
+    return before, Relation(*new_key, weight)

@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from graph_memory.errors import InvalidInput, SchemaError
 from graph_memory.logs import get_logger
+from graph_memory.mcp.memorymesh import TOOL_NAMES as MESH_TOOL_NAMES
 from graph_memory.mcp.tools import (
     ADDITIVE,
     DELETE_OUT_BASE,
@@ -60,7 +61,8 @@ VERBS = ("add", "update", "delete")
 # Tool names are [A-Za-z0-9_-]; 57 + len("update_") keeps every tool name within 64 characters.
 TYPE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,56}")
 PROPERTY_NAME = re.compile(r"[^\W\d][\w-]*")
-STANDARD_TOOLS = frozenset(spec.name for spec in TOOLS)
+# Typed tools may not shadow a static tool of either profile (MEMORY_TOOLS).
+STANDARD_TOOLS = frozenset(spec.name for spec in TOOLS) | MESH_TOOL_NAMES
 EXTRA_VALUE = {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
 log = get_logger("graph_memory.typed")
 
