@@ -360,13 +360,15 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     to_stdout = args.output in (None, "-")
     output = _write_stdout if to_stdout else Path(args.output).expanduser().absolute()
-    result = export_graph(settings, output, with_weights=args.with_weights)
+    if args.format == "memorymesh" and args.with_weights:
+        args.usage_error("--with-weights belongs to the reference format; --format memorymesh always writes weights")
+    result = export_graph(settings, output, with_weights=args.with_weights, file_format=args.format)
     where = "stdout" if to_stdout else str(output)
     weighted = result.weighted
     print(f"exported {plural(result.entities, 'entity')} and {plural(result.relations, 'relation')} "
           f"to {where}" + (f" with {plural(weighted, 'relation weight')}" if args.with_weights and weighted else ""),
           file=sys.stderr)
-    if weighted and not args.with_weights:
+    if weighted and not args.with_weights and args.format == "reference":
         print(f"note: {plural(weighted, 'relation weight')} {'was' if weighted == 1 else 'were'} not written "
               f"(the reference format has no weight); add --with-weights to keep {'it' if weighted == 1 else 'them'}",
               file=sys.stderr)
@@ -574,6 +576,10 @@ def _add_export_command(command: _Command) -> None:
                          "relation whose weight is not 1.0 gets a last key \"weight\", which the import "
                          "command reads back (the reference server ignores it): a full copy.")
     exp.add_argument("-o", "--output", help="output file (default: stdout)")
+    exp.set_defaults(usage_error=exp.error)
+    exp.add_argument("--format", choices=("reference", "memorymesh"), default="reference",
+                     help="reference (default): the reference server's JSONL; memorymesh: MemoryMesh's memory "
+                          "file (node and edge lines, every weight), which MemoryMesh reads")
     exp.add_argument("--with-weights", action="store_true",
                      help="also write relation weights (a \"weight\" key on relations whose weight is not 1.0)")
 

@@ -19,12 +19,12 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol, TextIO
 
 from graph_memory.db import graph, records
 from graph_memory.db.paths import fsync_directory
@@ -32,8 +32,9 @@ from graph_memory.db.records import ImportRecord, first_start_action, import_rec
 from graph_memory.db.store import Connection, Store
 from graph_memory.errors import GraphError, LegacyFormatError
 from graph_memory.hints import graph_memory_command
-from graph_memory.legacy import LegacyGraph, parse_legacy, write_legacy
+from graph_memory.legacy import LegacyGraph, write_legacy
 from graph_memory.logs import get_logger
+from graph_memory.meshfile import parse_memory_file
 from graph_memory.models import Entity, Relation
 
 __all__ = ["FileState", "ImportRecord", "ImportReport", "Progress", "export_file", "first_start_action",
@@ -240,7 +241,7 @@ def read_legacy_file(path: str, *, skip_invalid: bool, database: Path) -> tuple[
     """
     try:
         state, data = FileState.read(path)
-        return state, parse_legacy(data, skip_invalid=skip_invalid, path=path)
+        return state, parse_memory_file(data, skip_invalid=skip_invalid, path=path)
     except LegacyFormatError as exc:
         skipping = graph_memory_command("import", "--skip-invalid", Path(path).absolute(), database=database)
         hint = "" if skip_invalid or not exc.skippable else (
@@ -418,7 +419,7 @@ def _import_on_first_start(store: Store, legacy_path: Path, progress: Progress |
     try:
         state, data = FileState.read(legacy_path)
         log.info("legacy_import_started", path=state.path, database=str(store.path), bytes=state.size_bytes)
-        legacy = parse_legacy(data, path=str(legacy_path))
+        legacy = parse_memory_file(data, path=str(legacy_path))
     except LegacyFormatError as exc:
         command = graph_memory_command("import", "--skip-invalid", exc.path or "FILE", database=store.path)
         what_to_do = (f"Fix that line, or import what can be read with: {command}" if exc.skippable else
@@ -534,14 +535,16 @@ def _warn_if_baseline_never_merged(store: Store, latest: ImportRecord, path: str
 
 
 def export_file(path: str | os.PathLike[str], entities: Iterable[Entity], relations: Iterable[Relation], *,
-                with_weights: bool = False) -> int:
+                with_weights: bool = False,
+                writer: Callable[[Iterable[Entity], Iterable[Relation], TextIO], int] | None = None) -> int:
     """Write the reference server's format to ``path`` atomically and return the line count
     (``with_weights``: relation weights too, see :func:`graph_memory.legacy.iter_legacy_lines`).
 
     The lines go to a temporary file in the same folder, which is flushed, fsynced and renamed
     over ``path`` only when complete; on any failure the temporary file is removed and ``path``
-    is left as it was. A new file gets the usual permissions (0666 less the umask), a replaced
-    one keeps its own.
+    is left as it was. ``writer(entities, relations, out)`` writes another format instead
+    (e.g. :func:`graph_memory.meshfile.write_memorymesh`). A new file gets the usual permissions
+    (0666 less the umask), a replaced one keeps its own.
 
     Raises:
         GraphError: the folder cannot be written (the message names it).
@@ -559,7 +562,8 @@ def export_file(path: str | os.PathLike[str], entities: Iterable[Entity], relati
         raise GraphError(f"cannot write in {target.parent}: {exc.strerror or exc}") from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
-            count = write_legacy(entities, relations, out, with_weights=with_weights)
+            count = (writer(entities, relations, out) if writer is not None
+                     else write_legacy(entities, relations, out, with_weights=with_weights))
             out.flush()
             os.fsync(out.fileno())
         os.chmod(tmp_name, mode)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from graph_memory.db import graph
 from graph_memory.db.backend import Backend, Graph
@@ -50,6 +50,7 @@ from graph_memory.importer import (
     read_legacy_file,
 )
 from graph_memory.legacy import write_legacy
+from graph_memory.meshfile import write_memorymesh
 from graph_memory.models import Entity, GraphSlice, Mode, Relation
 from graph_memory.settings import Settings
 
@@ -562,9 +563,11 @@ class ExportResult:
 
 
 def export_graph(settings: Settings, output: Path | Callable[[Callable[[Any], int]], None], *,
-                 with_weights: bool = False) -> ExportResult:
+                 with_weights: bool = False, file_format: Literal["reference", "memorymesh"] = "reference"
+                 ) -> ExportResult:
     """``graph-memory export``: write the graph as reference-server JSONL (with ``with_weights``,
-    relation weights other than 1.0 as a last ``"weight"`` key) to the file ``output`` (replaced
+    relation weights other than 1.0 as a last ``"weight"`` key; ``file_format="memorymesh"``:
+    MemoryMesh's node/edge lines, every weight included) to the file ``output`` (replaced
     atomically) or through ``output(write)``, which runs ``write(stream)`` on the stream to write.
 
     The database is opened without migrating, read in one transaction and closed before writing.
@@ -581,7 +584,10 @@ def export_graph(settings: Settings, output: Path | Callable[[Callable[[Any], in
     if isinstance(output, Path):
         if output.exists() and output.samefile(store.path):
             raise GraphError(f"{output} is the database itself; choose another output file")
-        export_file(output, snapshot.entities, snapshot.relations, with_weights=with_weights)
+        export_file(output, snapshot.entities, snapshot.relations, with_weights=with_weights,
+                    writer=write_memorymesh if file_format == "memorymesh" else None)
+    elif file_format == "memorymesh":
+        output(lambda out: write_memorymesh(snapshot.entities, snapshot.relations, out))
     else:
         output(lambda out: write_legacy(snapshot.entities, snapshot.relations, out, with_weights=with_weights))
     return ExportResult(len(snapshot.entities), len(snapshot.relations),
