@@ -6,6 +6,7 @@ document's behavioural tests (MEMORYMESH-SPEC §14) re-expressed over MCP."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -454,3 +455,33 @@ async def test_switching_profiles_keeps_everything_both_ways(mesh: Any, referenc
     data = await graph(mesh)
     assert data["nodes"][-1] == node("D", "u", ["d"])
     assert data["edges"][-1] == edge("D", "A", "sees", 0.3)
+
+
+# -- the real process -------------------------------------------------------------------------------
+
+
+def test_the_real_server_switches_profile_by_setting_and_imports_a_memorymesh_file_on_first_start(
+        tmp_path: Path) -> None:
+    from test_stdio import handshake, run_session
+
+    legacy = tmp_path / "memory.json"
+    legacy.write_text('{"type":"node","name":"Gandalf","nodeType":"npc","metadata":["Role: Wizard"]}\n'
+                      '{"type":"node","name":"Shire","nodeType":"location","metadata":[]}\n'
+                      '{"type":"edge","from":"Gandalf","to":"Shire","edgeType":"visits","weight":0.5}\n',
+                      encoding="utf-8")
+    env = {**os.environ, "MEMORY_FILE_PATH": str(legacy), "MEMORY_TOOLS": "memorymesh", "MEMORY_LOG_LEVEL": "warning"}
+    messages, stderr, code = run_session(env, [
+        *handshake(("read_graph", {}), ("add_nodes", {"nodes": [node("Frodo", "hobbit")]})),
+        {"jsonrpc": "2.0", "id": 9, "method": "tools/list"}])
+    assert code == 0, stderr
+    by_id = {m.get("id"): m for m in messages}
+    assert by_id[1]["result"]["structuredContent"]["data"] == {
+        "nodes": [node("Gandalf", "npc", ["Role: Wizard"]), node("Shire", "location")],
+        "edges": [edge("Gandalf", "Shire", "visits", 0.5)]}
+    assert not by_id[2]["result"].get("isError")
+    assert [t["name"] for t in by_id[9]["result"]["tools"]] == STATIC
+    env["MEMORY_TOOLS"] = "reference"
+    messages, stderr, code = run_session(env, handshake(("read_graph", {})))
+    assert code == 0, stderr
+    (reply,) = [m for m in messages if m.get("id") == 1]
+    assert [e["name"] for e in reply["result"]["structuredContent"]["entities"]] == ["Gandalf", "Shire", "Frodo"]
