@@ -485,3 +485,9 @@ def test_the_real_server_switches_profile_by_setting_and_imports_a_memorymesh_fi
     assert code == 0, stderr
     (reply,) = [m for m in messages if m.get("id") == 1]
     assert [e["name"] for e in reply["result"]["structuredContent"]["entities"]] == ["Gandalf", "Shire", "Frodo"]
+
+
+async def test_an_unknown_tool_is_a_memorymesh_error_naming_the_tools(mesh: Any) -> None:
+    result = await mesh.call_tool("create_entities", {"entities": []})
+    assert result.is_error and result.content[0].text.startswith("Error during create_entities: Unknown tool")
+    assert "add_nodes" in result.structured_content["error"] and result.structured_content["recoverySteps"]

@@ -38,7 +38,7 @@ from mcp.shared.exceptions import MCPError
 from graph_memory import package_version
 from graph_memory.db import index
 from graph_memory.db.backend import Backend
-from graph_memory.errors import GraphError
+from graph_memory.errors import GraphError, InvalidInput
 from graph_memory.logs import get_logger
 from graph_memory.mcp import memorymesh
 from graph_memory.mcp.request_params import explain_invalid_params
@@ -319,10 +319,15 @@ def _tool_error(spec: ToolSpec, exc: Exception, started: float, profile: Profile
         message = (f"{spec.name} failed with an internal error; nothing was written. "
                    f"The server log has the details.")
     if profile == "memorymesh":
-        texts, structured = memorymesh.error_result(spec.name, message, exc, arguments or {})
-        return types.CallToolResult(content=[types.TextContent(type="text", text=t) for t in texts],
-                                    structured_content=structured, is_error=True)
+        return _mesh_error(spec.name, message, exc, arguments or {})
     return _error(message)
+
+
+def _mesh_error(tool: str, message: str, exc: Exception, arguments: dict[str, Any]) -> types.CallToolResult:
+    """The ``isError`` result of the memorymesh profile (:func:`graph_memory.mcp.memorymesh.error_result`)."""
+    texts, structured = memorymesh.error_result(tool, message, exc, arguments)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=t) for t in texts],
+                                structured_content=structured, is_error=True)
 
 
 def _resource_error(exc: Exception) -> MCPError:
@@ -444,7 +449,10 @@ class _Handlers:
                         ) -> types.CallToolResult:
         spec = self.specs.get(params.name)
         if spec is None:
-            return _error(f"Unknown tool: {params.name}. Available tools: {', '.join(self.specs)}")
+            message = f"Unknown tool: {params.name}. Available tools: {', '.join(self.specs)}"
+            if self.profile == "memorymesh":
+                return _mesh_error(params.name, message, InvalidInput(message), params.arguments or {})
+            return _error(message)
         started = time.perf_counter()
         try:
             outcome: Outcome = spec.run(self.memory, params.arguments or {})
