@@ -153,11 +153,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = _settings(args)
     from graph_memory.db.store import Store
     from graph_memory.logs import get_logger
-    from graph_memory.mcp.typed import load_typed_tools
+    from graph_memory.mcp.typed import declared_inverses, load_typed_tools
     from graph_memory.service import first_start
 
     log = get_logger("graph_memory.cli")
     typed_tools = load_typed_tools(settings.schemas_dir)   # an invalid schema stops here, before the database
+    inverses = declared_inverses(settings.schemas_dir, settings.inverse_relations)
     # Logged before anything can fail, so that every server_stopped follows its server_starting.
     log.info("server_starting", transport=settings.transport, database=str(settings.database_path))
     try:
@@ -178,7 +179,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from graph_memory.mcp.server import build_server
         from graph_memory.service import Limits, MemoryService
 
-        server = build_server(MemoryService(SqliteBackend(store), Limits.from_settings(settings)),
+        server = build_server(MemoryService(SqliteBackend(store), Limits.from_settings(settings), inverses),
                               extra_tools=typed_tools, profile=settings.tools)
         log.info("server_ready", transport=settings.transport, database=str(store.path))
         if settings.transport == "http":

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -135,6 +135,7 @@ def _merge(conn: Connection, legacy: LegacyGraph, report: ImportReport, *, write
             pending.clear()
 
     done = 0
+    created_inverses: list[tuple[str, str, str]] = []
     for entity in legacy.entities:
         found = None
         if write:  # one statement for a new entity; a conflict means it exists
@@ -168,11 +169,15 @@ def _merge(conn: Connection, legacy: LegacyGraph, report: ImportReport, *, write
         created = graph.insert_relation(conn, relation) if write else not graph.relation_exists(conn, relation)
         if created:
             report.relations_created += 1
+            if write and relation.key in legacy.inverse_of:  # the file recorded it as a materialized inverse
+                created_inverses.append(relation.key)
         else:
             report.relations_skipped += 1
         done += 1
         if progress and done % _PROGRESS_EVERY == 0:
             progress.advance(_PROGRESS_EVERY)
+    for key in created_inverses:  # after every relation: a primary may come later in the file
+        graph.link_inverse(conn, key, legacy.inverse_of[key])
     if progress:
         progress.advance(done % _PROGRESS_EVERY)
 
@@ -536,7 +541,8 @@ def _warn_if_baseline_never_merged(store: Store, latest: ImportRecord, path: str
 
 def export_file(path: str | os.PathLike[str], entities: Iterable[Entity], relations: Iterable[Relation], *,
                 with_weights: bool = False,
-                writer: Callable[[Iterable[Entity], Iterable[Relation], TextIO], int] | None = None) -> int:
+                writer: Callable[[Iterable[Entity], Iterable[Relation], TextIO], int] | None = None,
+                inverses: Mapping[tuple[str, str, str], str] | None = None) -> int:
     """Write the reference server's format to ``path`` atomically and return the line count
     (``with_weights``: relation weights too, see :func:`graph_memory.legacy.iter_legacy_lines`).
 
@@ -563,7 +569,7 @@ def export_file(path: str | os.PathLike[str], entities: Iterable[Entity], relati
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
             count = (writer(entities, relations, out) if writer is not None
-                     else write_legacy(entities, relations, out, with_weights=with_weights))
+                     else write_legacy(entities, relations, out, with_weights=with_weights, inverses=inverses))
             out.flush()
             os.fsync(out.fileno())
         os.chmod(tmp_name, mode)

@@ -24,7 +24,9 @@ touches a database. Rules come from docs/INTERFACE.md, section "Legacy JSONL":
 
 A relation line may carry our ``"weight"`` key (a number from 0 to 1, as
 ``graph-memory export --with-weights`` writes it); it is read back, and a weight that is not such a
-number makes the line invalid. The reference server ignores the key.
+number makes the line invalid. The reference server ignores the key. Likewise ``"inverseOf"`` (the
+relation type of the relation this one is the materialized inverse of, see
+:func:`graph_memory.db.graph.create_inverses`), which must be a non-empty string.
 
 Writing produces exactly the reference server's bytes for each line: compact JSON, non-ASCII
 unescaped, keys in upstream's order; ``weight`` is not part of the format and is written only when
@@ -35,7 +37,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -114,6 +116,8 @@ class LegacyGraph:
     replaced_surrogates: int = 0
     skipped_lines: list[SkippedLine] = field(default_factory=list)
     invalid_lines: list[SkippedLine] = field(default_factory=list)
+    # relations marked as materialized inverses: triple → the relation type of their primary
+    inverse_of: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
     @property
     def observation_count(self) -> int:
@@ -199,6 +203,16 @@ def _relation_weight(obj: dict[str, Any]) -> float:
     return float(value) + 0.0   # -0 becomes 0
 
 
+def _inverse_of(obj: dict[str, Any]) -> str | None:
+    """The ``inverseOf`` of a relation object (None when absent), or :class:`_Invalid`."""
+    if "inverseOf" not in obj:
+        return None
+    value = obj["inverseOf"]
+    if type(value) is not str or not value:
+        raise _Invalid(f'field "inverseOf" must be a non-empty string (a relation type), got {json_type(value)}')
+    return value
+
+
 def _excerpt(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
@@ -254,12 +268,15 @@ class _Builder:
                 seen.add(observation)
                 existing.observations.append(observation)
 
-    def add_relation(self, source: str, target: str, relation_type: str, weight: float = DEFAULT_WEIGHT) -> None:
+    def add_relation(self, source: str, target: str, relation_type: str, weight: float = DEFAULT_WEIGHT,
+                     inverse_of: str | None = None) -> None:
         key = (source, target, relation_type)
         if key in self.relations:
             self.graph.duplicate_relations += 1
         else:
             self.relations[key] = Relation(source, target, relation_type, weight)
+            if inverse_of is not None:
+                self.graph.inverse_of[key] = inverse_of
 
     def replace_surrogates(self, value: Any) -> Any:
         """``value`` with its lone surrogates replaced by U+FFFD, counted in the graph."""
@@ -275,8 +292,8 @@ class _Builder:
             self.add_entity(*_entity_fields(obj, self.dialect.entity_fields))
         else:
             fields = _relation_fields(obj, self.dialect.relation_fields)
-            self.add_relation(*fields, _relation_weight(obj))
-            known += "weight" in obj
+            self.add_relation(*fields, _relation_weight(obj), _inverse_of(obj))
+            known += ("weight" in obj) + ("inverseOf" in obj)
         self.graph.unknown_keys += len(obj) - known
 
     def finish(self, lines: int) -> LegacyGraph:
@@ -476,14 +493,17 @@ def _dumps(obj: dict[str, Any]) -> str:
 
 
 def iter_legacy_lines(entities: Iterable[Entity], relations: Iterable[Relation], *,
-                      with_weights: bool = False) -> Iterator[str]:
+                      with_weights: bool = False,
+                      inverses: Mapping[tuple[str, str, str], str] | None = None) -> Iterator[str]:
     """The export format, one line at a time, each ending with ``"\\n"``: entities, then relations.
 
     Each line is what the reference server writes (``JSON.stringify``): compact JSON, non-ASCII
     unescaped, keys ``type,name,entityType,observations`` / ``type,from,to,relationType``.
     ``weight`` is not written (the format has no such field) unless ``with_weights``: then a
     relation whose weight is not 1.0 gets a last key ``"weight"`` (the shortest decimal that reads
-    back as the same float; the reference server ignores the key, our reader reads it back).
+    back as the same float; the reference server ignores the key, our reader reads it back), and a
+    relation ``inverses`` names (a materialized inverse) gets a last key ``"inverseOf"``: the
+    relation type of its primary.
     Upstream joins lines without a final newline; it ignores blank lines when reading, so the
     trailing newline here is harmless.
     """
@@ -496,11 +516,13 @@ def iter_legacy_lines(entities: Iterable[Entity], relations: Iterable[Relation],
                                     "relationType": r.relation_type}
         if with_weights and r.weight != DEFAULT_WEIGHT:
             relation["weight"] = r.weight
+        if with_weights and inverses and r.key in inverses:
+            relation["inverseOf"] = inverses[r.key]
         yield _dumps(relation) + "\n"
 
 
 def write_legacy(entities: Iterable[Entity], relations: Iterable[Relation], out: TextIO, *,
-                 with_weights: bool = False) -> int:
+                 with_weights: bool = False, inverses: Mapping[tuple[str, str, str], str] | None = None) -> int:
     """Write the export format to ``out`` and return the number of lines written
     (``with_weights``: see :func:`iter_legacy_lines`).
 
@@ -508,7 +530,7 @@ def write_legacy(entities: Iterable[Entity], relations: Iterable[Relation], out:
     is not translated to ``"\\r\\n"`` on Windows. Nothing else is written (no header, no BOM).
     """
     count = 0
-    for line in iter_legacy_lines(entities, relations, with_weights=with_weights):
+    for line in iter_legacy_lines(entities, relations, with_weights=with_weights, inverses=inverses):
         out.write(line)
         count += 1
     return count

@@ -18,7 +18,7 @@ a limit (nothing is written), ``EntityNotFound``/``Conflict``/``InvalidQuery`` f
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,14 +135,25 @@ class TypedUpdate:
 
 
 class MemoryService:
-    """The knowledge graph's operations over ``backend``, with input ``limits``.
+    """The knowledge graph's operations over ``backend``, with input ``limits``; ``inverses``
+    maps each declared relation type to its inverse (:func:`graph_memory.models.inverse_types`):
+    every relation a call creates of such a type gets its materialized inverse in the same
+    transaction (not listed in the call's result).
 
     The backend must stay open while the service is used (its owner closes it).
     """
 
-    def __init__(self, backend: Backend, limits: Limits | None = None) -> None:
+    def __init__(self, backend: Backend, limits: Limits | None = None,
+                 inverses: Mapping[str, str] | None = None) -> None:
         self.backend = backend
         self.limits = limits or Limits()
+        self.inverses: Mapping[str, str] = inverses or {}
+
+    def _created(self, g: Graph, relations: list[Relation]) -> list[Relation]:
+        """``relations`` (just created by ``g``), after materializing their declared inverses."""
+        if self.inverses and relations:
+            g.create_inverses(relations, self.inverses)
+        return relations
 
     # -- the reference server's tools ---------------------------------------------------------
 
@@ -168,7 +179,7 @@ class MemoryService:
         Raises: InvalidInput (limits); EntityNotFound (an end does not exist: nothing is written).
         """
         self._check_relations(relations, "relations")
-        return self.backend.run_write(lambda g: g.create_relations(relations))
+        return self.backend.run_write(lambda g: self._created(g, g.create_relations(relations)))
 
     def add_observations(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[AddedObservations]:
         """Add observations ``[(entity_name, contents)]``; contents an entity has are skipped.
@@ -261,7 +272,7 @@ class MemoryService:
                 hint = f"; change it with update_{entity.entity_type}" if existing == entity.entity_type else ""
                 raise Conflict(f"Entity with name {entity.name} already exists (entityType {existing!r}){hint}")
             (created,) = g.create_entities([entity])
-            return created, g.create_relations(relations)
+            return created, self._created(g, g.create_relations(relations))
 
         return self.backend.run_write(write)
 
@@ -289,7 +300,7 @@ class MemoryService:
                     out.relations_deleted += g.delete_relations(stale).deleted
                     kept = {r.target for r in current}
                     fresh = [Relation(name, t, value.edge_type) for t in value.targets if t not in kept]
-                    out.relations_created += g.create_relations(fresh)
+                    out.relations_created += self._created(g, g.create_relations(fresh))
             (out.entity,) = g.open_nodes([name]).entities
             return out
 
@@ -379,7 +390,7 @@ class MemoryService:
                 if g.find_relation(*r.key) is not None:
                     raise Conflict(f"Edge already exists: {r.source} -[{r.relation_type}]-> {r.target}; change "
                                    f"its weight with update_edges")
-            return g.create_relations(relations)
+            return self._created(g, g.create_relations(relations))
 
         return self.backend.run_write(write)
 
@@ -399,7 +410,9 @@ class MemoryService:
                     lim.name(new, f"edges.{i}.{key}")
 
         def write(g: Graph) -> list[tuple[Relation, Relation]]:
-            return [g.move_relation(u.key, u.new_key, u.evidence) for u in updates]
+            changes = [g.move_relation(u.key, u.new_key, u.evidence) for u in updates]
+            self._created(g, [after for before, after in changes if before.key != after.key])
+            return changes
 
         return self.backend.run_write(write)
 
@@ -577,19 +590,24 @@ def export_graph(settings: Settings, output: Path | Callable[[Callable[[Any], in
         GraphError: ``output`` is the database file itself.
     """
     store = open_current(settings)
+    inverses: dict[tuple[str, str, str], str] = {}
     try:
-        snapshot = store.run_read(graph.read_graph) if store.has_graph_tables() else GraphSlice([], [])
+        if store.has_graph_tables():
+            snapshot, inverses = store.run_read(lambda conn: (graph.read_graph(conn), graph.inverse_links(conn)))
+        else:
+            snapshot = GraphSlice([], [])
     finally:
         store.close()
     if isinstance(output, Path):
         if output.exists() and output.samefile(store.path):
             raise GraphError(f"{output} is the database itself; choose another output file")
         export_file(output, snapshot.entities, snapshot.relations, with_weights=with_weights,
-                    writer=write_memorymesh if file_format == "memorymesh" else None)
+                    writer=write_memorymesh if file_format == "memorymesh" else None, inverses=inverses)
     elif file_format == "memorymesh":
         output(lambda out: write_memorymesh(snapshot.entities, snapshot.relations, out))
     else:
-        output(lambda out: write_legacy(snapshot.entities, snapshot.relations, out, with_weights=with_weights))
+        output(lambda out: write_legacy(snapshot.entities, snapshot.relations, out, with_weights=with_weights,
+                                        inverses=inverses))
     return ExportResult(len(snapshot.entities), len(snapshot.relations),
                         sum(1 for r in snapshot.relations if r.weight != 1.0))
 

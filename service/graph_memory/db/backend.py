@@ -10,7 +10,7 @@ retries and error translation stay behind them, as SQLite's trigram FTS5, WAL an
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -112,6 +112,10 @@ class Graph(Protocol):
         ``(before, after)`` (RelationNotFound, EntityNotFound, Conflict)."""
         ...
 
+    def create_inverses(self, relations: Sequence[Relation], inverses: Mapping[str, str]) -> list[Relation]:
+        """Materialize the declared inverse of each of ``relations`` (just created); the inverses made."""
+        ...
+
 
 class Backend(Protocol):
     """A database holding one knowledge graph: transactions, change counters and index upkeep."""
@@ -208,6 +212,9 @@ class SqliteGraph:
     def move_relation(self, key: tuple[str, str, str], new_key: tuple[str, str, str],
                       evidence: float | None) -> tuple[Relation, Relation]:
         return graph.move_relation(self.conn, key, new_key, evidence)
+
+    def create_inverses(self, relations: Sequence[Relation], inverses: Mapping[str, str]) -> list[Relation]:
+        return graph.create_inverses(self.conn, relations, inverses)
 
 
 class SqliteBackend:

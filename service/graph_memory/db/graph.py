@@ -11,7 +11,7 @@ in :mod:`graph_memory.db.search`, built on the loaders here (``_load_entities``,
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
@@ -329,10 +329,13 @@ def delete_entities(conn: apsw.Connection, names: Sequence[str]) -> DeleteEntiti
     deleted = [row[0] for row in conn.execute(f"DELETE FROM entities WHERE name IN {members} RETURNING name", params)]
     gone = set(deleted)
     deleted = [n for n in unique if n in gone]
+    # A materialized inverse (migration 0007) goes with its primary and is not counted on its own.
     relations = conn.execute(
-        f"DELETE FROM relations WHERE from_name IN {members} OR to_name IN {members} RETURNING id", params + params,
+        f"DELETE FROM relations WHERE from_name IN {members} OR to_name IN {members} RETURNING inverse_of",
+        params + params,
     ).fetchall()
-    return DeleteEntitiesResult(len(unique), deleted, [n for n in unique if n not in gone], len(relations))
+    primaries = sum(1 for (inverse_of,) in relations if inverse_of is None)
+    return DeleteEntitiesResult(len(unique), deleted, [n for n in unique if n not in gone], primaries)
 
 
 @dataclass(slots=True)
@@ -647,6 +650,58 @@ def move_relation(conn: apsw.Connection, key: tuple[str, str, str], new_key: tup
         raise Conflict(f"Relation {new_key[0]} -[{new_key[2]}]-> {new_key[1]} already exists; delete one of the "
                        f"two first, or update that one")
     weight = before.weight if evidence is None else (before.weight + evidence) / 2
-    conn.execute("UPDATE relations SET from_name = ?, to_name = ?, relation_type = ?, weight = ? WHERE id = ?",
-                 (*new_key, weight, row[0]))
+    if new_key == key:
+        conn.execute("UPDATE relations SET weight = ? WHERE id = ?", (weight, row[0]))
+    else:
+        # A re-pointed relation is an ordinary one, and the inverse it had no longer fits it.
+        conn.execute("DELETE FROM relations WHERE inverse_of = ?", (row[0],))
+        conn.execute("UPDATE relations SET from_name = ?, to_name = ?, relation_type = ?, weight = ?, "
+                     "inverse_of = NULL WHERE id = ?", (*new_key, weight, row[0]))
     return before, Relation(*new_key, weight)
+
+
+# -- materialized inverse relations (migration 0007; declared pairs: models.inverse_types) ---------
+
+
+def create_inverses(conn: apsw.Connection, relations: Sequence[Relation], inverses: Mapping[str, str]
+                    ) -> list[Relation]:
+    """For each of ``relations`` (just created, so stored) whose type has a declared inverse,
+    create ``to -[inverse]-> from`` with the same weight, marked as its materialized inverse
+    (``inverse_of``: deleting the relation deletes it too). An inverse triple that exists already
+    is left as it is (it stays an ordinary relation). Returns the inverses created.
+    """
+    made: list[Relation] = []
+    for relation in relations:
+        inverse_type = inverses.get(relation.relation_type)
+        if inverse_type is None:
+            continue
+        inverse = Relation(relation.target, relation.source, inverse_type, relation.weight)
+        row = conn.execute(
+            "INSERT INTO relations (from_name, to_name, relation_type, weight, inverse_of) "
+            "SELECT ?, ?, ?, ?, id FROM relations WHERE from_name = ? AND to_name = ? AND relation_type = ? "
+            "ON CONFLICT DO NOTHING RETURNING id",
+            (*inverse.key, inverse.weight, *relation.key)).fetchone()
+        if row is not None:
+            made.append(inverse)
+    return made
+
+
+def link_inverse(conn: apsw.Connection, key: tuple[str, str, str], primary_type: str) -> bool:
+    """Mark the relation ``key`` as the materialized inverse of ``(to, from, primary_type)`` (an
+    import restoring what an export recorded); False when either relation is missing or the
+    primary is itself a materialized inverse."""
+    primary = (key[1], key[0], primary_type)
+    return conn.execute(
+        "UPDATE relations SET inverse_of = p.id FROM relations p "
+        "WHERE p.from_name = ?1 AND p.to_name = ?2 AND p.relation_type = ?3 AND p.inverse_of IS NULL "
+        "AND relations.from_name = ?4 AND relations.to_name = ?5 AND relations.relation_type = ?6 "
+        "AND relations.id <> p.id RETURNING relations.id",
+        (*primary, *key)).fetchone() is not None
+
+
+def inverse_links(conn: apsw.Connection) -> dict[tuple[str, str, str], str]:
+    """Every materialized inverse: its triple → the relation type of its primary (whose ends are
+    the inverse's, swapped)."""
+    rows = conn.execute("SELECT i.from_name, i.to_name, i.relation_type, p.relation_type FROM relations i "
+                        "JOIN relations p ON p.id = i.inverse_of")
+    return {(cast(str, a), cast(str, b), cast(str, t)): cast(str, primary) for a, b, t, primary in rows}
