@@ -379,7 +379,7 @@ class MemoryService:
         Raises: InvalidInput (limits); EntityNotFound (an end does not exist); Conflict (the
         triple exists, or appears twice in the call).
         """
-        self._check_relations(relations, "edges")
+        self._check_relations(relations, "edges", "edgeType")
 
         def write(g: Graph) -> list[Relation]:
             seen: set[tuple[str, str, str]] = set()
@@ -445,13 +445,13 @@ class MemoryService:
             for j, o in enumerate(e.observations):
                 lim.observation(o, f"{what}.{i}.{observations_key}.{j}")
 
-    def _check_relations(self, relations: Sequence[Relation], what: str) -> None:
+    def _check_relations(self, relations: Sequence[Relation], what: str, type_key: str = "relationType") -> None:
         lim = self.limits
         lim.batch(relations, what)
         for i, r in enumerate(relations):
             lim.name(r.source, f"{what}.{i}.from")
             lim.name(r.target, f"{what}.{i}.to")
-            lim.name(r.relation_type, f"{what}.{i}.relationType")
+            lim.name(r.relation_type, f"{what}.{i}.{type_key}")
 
     def _check_contents(self, name: str, contents: Sequence[str], what: str) -> None:
         self.limits.name(name, f"{what}.entityName")
