@@ -152,11 +152,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return_large_buffers_to_the_os()
     settings = _settings(args)
     from graph_memory.logs import get_logger
-    from graph_memory.mcp.typed import load_typed_tools
+    from graph_memory.mcp.typed import declared_inverses, load_typed_tools
     from graph_memory.service import first_start, open_backend
 
     log = get_logger("graph_memory.cli")
     typed_tools = load_typed_tools(settings.schemas_dir)   # an invalid schema stops here, before the database
+    inverses = declared_inverses(settings.schemas_dir, settings.inverse_relations)
     # Logged before anything can fail, so that every server_stopped follows its server_starting.
     log.info("server_starting", transport=settings.transport, backend=_backend_kind(settings),
              database=str(settings.database_label))
@@ -177,7 +178,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from graph_memory.mcp.server import build_server
         from graph_memory.service import Limits, MemoryService
 
-        server = build_server(MemoryService(backend, Limits.from_settings(settings)), extra_tools=typed_tools)
+        server = build_server(MemoryService(backend, Limits.from_settings(settings), inverses),
+                              extra_tools=typed_tools, profile=settings.tools)
         log.info("server_ready", transport=settings.transport, backend=backend.kind, database=str(backend.path))
         if settings.transport == "http":
             from graph_memory.mcp.http import serve_http
@@ -361,13 +363,15 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     to_stdout = args.output in (None, "-")
     output = _write_stdout if to_stdout else Path(args.output).expanduser().absolute()
-    result = export_graph(settings, output, with_weights=args.with_weights)
+    if args.format == "memorymesh" and args.with_weights:
+        args.usage_error("--with-weights belongs to the reference format; --format memorymesh always writes weights")
+    result = export_graph(settings, output, with_weights=args.with_weights, file_format=args.format)
     where = "stdout" if to_stdout else str(output)
     weighted = result.weighted
     print(f"exported {plural(result.entities, 'entity')} and {plural(result.relations, 'relation')} "
           f"to {where}" + (f" with {plural(weighted, 'relation weight')}" if args.with_weights and weighted else ""),
           file=sys.stderr)
-    if weighted and not args.with_weights:
+    if weighted and not args.with_weights and args.format == "reference":
         print(f"note: {plural(weighted, 'relation weight')} {'was' if weighted == 1 else 'were'} not written "
               f"(the reference format has no weight); add --with-weights to keep {'it' if weighted == 1 else 'them'}",
               file=sys.stderr)
@@ -573,6 +577,10 @@ def _add_export_command(command: _Command) -> None:
                          "relation whose weight is not 1.0 gets a last key \"weight\", which the import "
                          "command reads back (the reference server ignores it): a full copy.")
     exp.add_argument("-o", "--output", help="output file (default: stdout)")
+    exp.set_defaults(usage_error=exp.error)
+    exp.add_argument("--format", choices=("reference", "memorymesh"), default="reference",
+                     help="reference (default): the reference server's JSONL; memorymesh: MemoryMesh's memory "
+                          "file (node and edge lines, every weight), which MemoryMesh reads")
     exp.add_argument("--with-weights", action="store_true",
                      help="also write relation weights (a \"weight\" key on relations whose weight is not 1.0)")
 

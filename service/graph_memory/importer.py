@@ -19,20 +19,21 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol, TextIO
 
 from graph_memory.db.backend import Backend, Graph
 from graph_memory.db.paths import fsync_directory
 from graph_memory.db.records import ImportRecord
 from graph_memory.errors import GraphError, LegacyFormatError, OutputError
 from graph_memory.hints import graph_memory_command
-from graph_memory.legacy import LegacyGraph, parse_legacy, write_legacy
+from graph_memory.legacy import LegacyGraph, write_legacy
 from graph_memory.logs import get_logger
+from graph_memory.meshfile import parse_memory_file
 from graph_memory.models import Entity, Relation
 
 __all__ = ["FileState", "ImportRecord", "ImportReport", "Progress", "export_file", "first_start_import",
@@ -132,6 +133,7 @@ def _merge(g: Graph, legacy: LegacyGraph, report: ImportReport, *, write: bool,
             pending.clear()
 
     done = 0
+    created_inverses: list[tuple[str, str, str]] = []
     for entity in legacy.entities:
         found = None
         if write:  # one statement for a new entity; a conflict means it exists
@@ -165,11 +167,15 @@ def _merge(g: Graph, legacy: LegacyGraph, report: ImportReport, *, write: bool,
         created = g.insert_relation(relation) if write else not g.relation_exists(relation)
         if created:
             report.relations_created += 1
+            if write and relation.key in legacy.inverse_of:  # the file recorded it as a materialized inverse
+                created_inverses.append(relation.key)
         else:
             report.relations_skipped += 1
         done += 1
         if progress and done % _PROGRESS_EVERY == 0:
             progress.advance(_PROGRESS_EVERY)
+    for key in created_inverses:  # after every relation: a primary may come later in the file
+        g.link_inverse(key, legacy.inverse_of[key])
     if progress:
         progress.advance(done % _PROGRESS_EVERY)
 
@@ -238,7 +244,7 @@ def read_legacy_file(path: str, *, skip_invalid: bool, database: Path | str) -> 
     """
     try:
         state, data = FileState.read(path)
-        return state, parse_legacy(data, skip_invalid=skip_invalid, path=path)
+        return state, parse_memory_file(data, skip_invalid=skip_invalid, path=path)
     except LegacyFormatError as exc:
         skipping = graph_memory_command("import", "--skip-invalid", Path(path).absolute(), database=database)
         hint = "" if skip_invalid or not exc.skippable else (
@@ -417,7 +423,7 @@ def _import_on_first_start(backend: Backend, legacy_path: Path, progress: Progre
     try:
         state, data = FileState.read(legacy_path)
         log.info("legacy_import_started", path=state.path, database=str(backend.path), bytes=state.size_bytes)
-        legacy = parse_legacy(data, path=str(legacy_path))
+        legacy = parse_memory_file(data, path=str(legacy_path))
     except LegacyFormatError as exc:
         command = graph_memory_command("import", "--skip-invalid", exc.path or "FILE", database=backend.path)
         what_to_do = (f"Fix that line, or import what can be read with: {command}" if exc.skippable else
@@ -533,14 +539,17 @@ def _warn_if_baseline_never_merged(backend: Backend, latest: ImportRecord, path:
 
 
 def export_file(path: str | os.PathLike[str], entities: Iterable[Entity], relations: Iterable[Relation], *,
-                with_weights: bool = False) -> int:
+                with_weights: bool = False,
+                writer: Callable[[Iterable[Entity], Iterable[Relation], TextIO], int] | None = None,
+                inverses: Mapping[tuple[str, str, str], str] | None = None) -> int:
     """Write the reference server's format to ``path`` atomically and return the line count
     (``with_weights``: relation weights too, see :func:`graph_memory.legacy.iter_legacy_lines`).
 
     The lines go to a temporary file in the same folder, which is flushed, fsynced and renamed
     over ``path`` only when complete; on any failure the temporary file is removed and ``path``
-    is left as it was. A new file gets the usual permissions (0666 less the umask), a replaced
-    one keeps its own.
+    is left as it was. ``writer(entities, relations, out)`` writes another format instead
+    (e.g. :func:`graph_memory.meshfile.write_memorymesh`). A new file gets the usual permissions
+    (0666 less the umask), a replaced one keeps its own.
 
     Raises:
         OutputError: the folder cannot be written (the message names it).
@@ -558,7 +567,8 @@ def export_file(path: str | os.PathLike[str], entities: Iterable[Entity], relati
         raise OutputError(f"cannot write in {target.parent}: {exc.strerror or exc}") from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
-            count = write_legacy(entities, relations, out, with_weights=with_weights)
+            count = (writer(entities, relations, out) if writer is not None
+                     else write_legacy(entities, relations, out, with_weights=with_weights, inverses=inverses))
             out.flush()
             os.fsync(out.fileno())
         os.chmod(tmp_name, mode)

@@ -24,7 +24,9 @@ touches a database. Rules come from docs/INTERFACE.md, section "Legacy JSONL":
 
 A relation line may carry our ``"weight"`` key (a number from 0 to 1, as
 ``graph-memory export --with-weights`` writes it); it is read back, and a weight that is not such a
-number makes the line invalid. The reference server ignores the key.
+number makes the line invalid. The reference server ignores the key. Likewise ``"inverseOf"`` (the
+relation type of the relation this one is the materialized inverse of, see
+:func:`graph_memory.db.graph.create_inverses`), which must be a non-empty string.
 
 Writing produces exactly the reference server's bytes for each line: compact JSON, non-ASCII
 unescaped, keys in upstream's order; ``weight`` is not part of the format and is written only when
@@ -35,7 +37,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -46,6 +48,8 @@ from graph_memory.surrogates import replace_in_value
 from graph_memory.wording import json_type
 
 __all__ = [
+    "REFERENCE",
+    "Dialect",
     "LegacyGraph",
     "SkippedLine",
     "iter_legacy_lines",
@@ -58,8 +62,23 @@ _JSON_WS = " \t\r\n"
 _BOM = "\ufeff"
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _DECODER = json.JSONDecoder(strict=False)
-_ENTITY_FIELDS = ("name", "entityType", "observations")
-_RELATION_FIELDS = ("from", "to", "relationType")
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """The words of one JSON-lines memory format: the ``"type"`` tags of an entity line and a
+    relation line, their fields (name, type, facts / from, to, type), and the two keys of the
+    single-document form. The reference server's is :data:`REFERENCE`; MemoryMesh's is
+    :data:`graph_memory.meshfile.MEMORYMESH`. Every rule of the reader holds for each."""
+
+    entity: str = "entity"
+    relation: str = "relation"
+    entity_fields: tuple[str, str, str] = ("name", "entityType", "observations")
+    relation_fields: tuple[str, str, str] = ("from", "to", "relationType")
+    document_keys: tuple[str, str] = ("entities", "relations")
+
+
+REFERENCE = Dialect()
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +116,8 @@ class LegacyGraph:
     replaced_surrogates: int = 0
     skipped_lines: list[SkippedLine] = field(default_factory=list)
     invalid_lines: list[SkippedLine] = field(default_factory=list)
+    # relations marked as materialized inverses: triple → the relation type of their primary
+    inverse_of: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
     @property
     def observation_count(self) -> int:
@@ -143,24 +164,28 @@ def _require_str(obj: dict[str, Any], key: str) -> str:
     return value
 
 
-def _entity_fields(obj: dict[str, Any]) -> tuple[str, str, list[str]]:
-    """``(name, entityType, observations)`` of an entity object, or :class:`_Invalid`."""
-    name = _require_str(obj, "name")
-    entity_type = _require_str(obj, "entityType")
-    if "observations" not in obj:
-        raise _Invalid('field "observations" is missing')
-    observations = obj["observations"]
+def _entity_fields(obj: dict[str, Any], fields: tuple[str, str, str] = REFERENCE.entity_fields
+                   ) -> tuple[str, str, list[str]]:
+    """``(name, entityType, observations)`` of an entity object (its ``fields`` named as the
+    dialect names them), or :class:`_Invalid`."""
+    name_key, type_key, facts_key = fields
+    name = _require_str(obj, name_key)
+    entity_type = _require_str(obj, type_key)
+    if facts_key not in obj:
+        raise _Invalid(f'field "{facts_key}" is missing')
+    observations = obj[facts_key]
     if type(observations) is not list:
-        raise _Invalid(f'field "observations" must be a list of strings, got {json_type(observations)}')
+        raise _Invalid(f'field "{facts_key}" must be a list of strings, got {json_type(observations)}')
     if not all(type(o) is str for o in observations):
         index, bad = next((i, o) for i, o in enumerate(observations) if type(o) is not str)
-        raise _Invalid(f'field "observations" must be a list of strings, item {index} is {json_type(bad)}')
+        raise _Invalid(f'field "{facts_key}" must be a list of strings, item {index} is {json_type(bad)}')
     return name, entity_type, observations
 
 
-def _relation_fields(obj: dict[str, Any]) -> tuple[str, str, str]:
+def _relation_fields(obj: dict[str, Any], fields: tuple[str, str, str] = REFERENCE.relation_fields
+                     ) -> tuple[str, str, str]:
     """``(from, to, relationType)`` of a relation object, or :class:`_Invalid`."""
-    values = tuple(_require_str(obj, key) for key in _RELATION_FIELDS)
+    values = tuple(_require_str(obj, key) for key in fields)
     return values[0], values[1], values[2]
 
 
@@ -176,6 +201,16 @@ def _relation_weight(obj: dict[str, Any]) -> float:
         shown = _excerpt(json.dumps(value)) if type(value) in (int, float) else json_type(value)
         raise _Invalid(f'field "weight" must be a number from 0 to 1, got {shown}')
     return float(value) + 0.0   # -0 becomes 0
+
+
+def _inverse_of(obj: dict[str, Any]) -> str | None:
+    """The ``inverseOf`` of a relation object (None when absent), or :class:`_Invalid`."""
+    if "inverseOf" not in obj:
+        return None
+    value = obj["inverseOf"]
+    if type(value) is not str or not value:
+        raise _Invalid(f'field "inverseOf" must be a non-empty string (a relation type), got {json_type(value)}')
+    return value
 
 
 def _excerpt(text: str, limit: int = 40) -> str:
@@ -200,9 +235,10 @@ def _diagnose(line: str) -> str:
 class _Builder:
     """Accumulates entities and relations with the merge rules, then builds a LegacyGraph."""
 
-    def __init__(self, skip_invalid: bool, path: str | None) -> None:
+    def __init__(self, skip_invalid: bool, path: str | None, dialect: Dialect = REFERENCE) -> None:
         self.skip_invalid = skip_invalid
         self.path = path
+        self.dialect = dialect
         self.entities: dict[str, Entity] = {}
         self.relations: dict[tuple[str, str, str], Relation] = {}
         self.graph = LegacyGraph(entities=[], relations=[])
@@ -232,12 +268,15 @@ class _Builder:
                 seen.add(observation)
                 existing.observations.append(observation)
 
-    def add_relation(self, source: str, target: str, relation_type: str, weight: float = DEFAULT_WEIGHT) -> None:
+    def add_relation(self, source: str, target: str, relation_type: str, weight: float = DEFAULT_WEIGHT,
+                     inverse_of: str | None = None) -> None:
         key = (source, target, relation_type)
         if key in self.relations:
             self.graph.duplicate_relations += 1
         else:
             self.relations[key] = Relation(source, target, relation_type, weight)
+            if inverse_of is not None:
+                self.graph.inverse_of[key] = inverse_of
 
     def replace_surrogates(self, value: Any) -> Any:
         """``value`` with its lone surrogates replaced by U+FFFD, counted in the graph."""
@@ -250,11 +289,11 @@ class _Builder:
         relation's ``weight``) are counted."""
         known = 3 + ("type" in obj)
         if kind == "entity":
-            self.add_entity(*_entity_fields(obj))
+            self.add_entity(*_entity_fields(obj, self.dialect.entity_fields))
         else:
-            fields = _relation_fields(obj)
-            self.add_relation(*fields, _relation_weight(obj))
-            known += "weight" in obj
+            fields = _relation_fields(obj, self.dialect.relation_fields)
+            self.add_relation(*fields, _relation_weight(obj), _inverse_of(obj))
+            known += ("weight" in obj) + ("inverseOf" in obj)
         self.graph.unknown_keys += len(obj) - known
 
     def finish(self, lines: int) -> LegacyGraph:
@@ -298,23 +337,26 @@ def _split_bytes(data: bytes, builder: _Builder) -> list[str | None]:
     return out
 
 
-def _as_document(text: str) -> dict[str, Any] | None:
-    """The single-document form: the whole text is one object with entities/relations, no type."""
+def _as_document(text: str, keys: tuple[str, str] = REFERENCE.document_keys) -> dict[str, Any] | None:
+    """The single-document form: the whole text is one object with ``keys`` (entities/relations),
+    no type."""
     if not text.lstrip(_JSON_WS).startswith("{"):
         return None
     try:
         obj = _DECODER.decode(text)
     except json.JSONDecodeError:
         return None
-    if type(obj) is dict and ("entities" in obj or "relations" in obj) and "type" not in obj:
+    if type(obj) is dict and (keys[0] in obj or keys[1] in obj) and "type" not in obj:
         return obj
     return None
 
 
 def _parse_document(doc: dict[str, Any], builder: _Builder) -> LegacyGraph:
     """Import ``{"entities": [...], "relations": [...]}``; item faults name ``entities[i]``."""
-    builder.graph.unknown_keys += len(doc.keys() - {"entities", "relations"})
-    for kind, key in (("entity", "entities"), ("relation", "relations")):
+    entities_key, relations_key = builder.dialect.document_keys
+    builder.graph.unknown_keys += len(doc.keys() - {entities_key, relations_key})
+    tags = {"entity": builder.dialect.entity, "relation": builder.dialect.relation}
+    for kind, key in (("entity", entities_key), ("relation", relations_key)):
         items = doc.get(key, [])
         if type(items) is not list:
             raise LegacyFormatError(f'"{key}" must be an array, got {json_type(items)}', path=builder.path)
@@ -324,7 +366,7 @@ def _parse_document(doc: dict[str, Any], builder: _Builder) -> LegacyGraph:
                     raise _Invalid(f"not a JSON object (got {json_type(item)})")
                 builder.add_object(item, kind)
             except _Invalid as exc:
-                builder.reject(None, f"{key}[{index}]: {kind}: {exc.args[0]}")
+                builder.reject(None, f"{key}[{index}]: {tags[kind]}: {exc.args[0]}")
     return builder.finish(1)
 
 
@@ -332,6 +374,7 @@ def _parse_lines(lines: Sequence[str | None], builder: _Builder) -> LegacyGraph:
     """Import JSONL lines (``None`` = already rejected); line numbers are 1-based."""
     skipped = builder.graph.skipped_lines
     decode = _DECODER.decode
+    kinds = {builder.dialect.entity: "entity", builder.dialect.relation: "relation"}
     for number, line in enumerate(lines, 1):
         if line is None:
             continue
@@ -349,27 +392,31 @@ def _parse_lines(lines: Sequence[str | None], builder: _Builder) -> LegacyGraph:
             continue
         if "\\u" in line:  # only an escape can give a lone surrogate (the text is valid UTF-8)
             obj = builder.replace_surrogates(obj)
-        kind = obj.get("type")
-        if kind not in ("entity", "relation"):
+        tag = obj.get("type")
+        kind = kinds.get(tag) if type(tag) is str else None
+        if kind is None:
             if "type" not in obj:
                 skipped.append(SkippedLine(number, 'no "type" key'))
             else:
-                skipped.append(SkippedLine(number, f"unknown type {json.dumps(kind, ensure_ascii=False)}"))
+                skipped.append(SkippedLine(number, f"unknown type {json.dumps(tag, ensure_ascii=False)}"))
             continue
         try:
             builder.add_object(obj, kind)
         except _Invalid as exc:
-            builder.reject(number, f"{kind}: {exc.args[0]}")
+            builder.reject(number, f"{tag}: {exc.args[0]}")
     return builder.finish(len(lines))
 
 
-def parse_legacy(data: bytes, *, skip_invalid: bool = False, path: str | None = None) -> LegacyGraph:
+def parse_legacy(data: bytes, *, skip_invalid: bool = False, path: str | None = None,
+                 dialect: Dialect = REFERENCE) -> LegacyGraph:
     """Parse the bytes of a legacy memory file into a reconciled :class:`LegacyGraph`.
 
     Args:
         data: the whole file, raw bytes (UTF-8, optional BOM; JSONL or one JSON document).
         skip_invalid: list invalid lines in ``invalid_lines`` and keep the rest, instead of raising.
         path: the file name, only used in error messages.
+        dialect: the format's words (default: the reference server's; MemoryMesh's is
+            :data:`graph_memory.meshfile.MEMORYMESH`).
 
     Returns:
         A :class:`LegacyGraph`; ``lines`` counts physical lines (``\\n``-separated, a final newline
@@ -396,7 +443,7 @@ def parse_legacy(data: bytes, *, skip_invalid: bool = False, path: str | None = 
                                 "graph-memory database, give it a name ending in .db (e.g. mv "
                                 f"{shell_quote(path or 'FILE')} {shell_quote(_db_name(path))}) and point "
                                 "MEMORY_FILE_PATH (or --database) at that name", path=path)
-    builder = _Builder(skip_invalid, path)
+    builder = _Builder(skip_invalid, path, dialect)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -411,7 +458,7 @@ def parse_legacy(data: bytes, *, skip_invalid: bool = False, path: str | None = 
             ) from None
         return _parse_lines(_split_bytes(data, builder), builder)
     text = text.removeprefix(_BOM)
-    doc = _as_document(text)
+    doc = _as_document(text, dialect.document_keys)
     if doc is not None:
         return _parse_document(builder.replace_surrogates(doc) if "\\u" in text else doc, builder)
     return _parse_lines(_split_text(text), builder)
@@ -446,14 +493,17 @@ def _dumps(obj: dict[str, Any]) -> str:
 
 
 def iter_legacy_lines(entities: Iterable[Entity], relations: Iterable[Relation], *,
-                      with_weights: bool = False) -> Iterator[str]:
+                      with_weights: bool = False,
+                      inverses: Mapping[tuple[str, str, str], str] | None = None) -> Iterator[str]:
     """The export format, one line at a time, each ending with ``"\\n"``: entities, then relations.
 
     Each line is what the reference server writes (``JSON.stringify``): compact JSON, non-ASCII
     unescaped, keys ``type,name,entityType,observations`` / ``type,from,to,relationType``.
     ``weight`` is not written (the format has no such field) unless ``with_weights``: then a
     relation whose weight is not 1.0 gets a last key ``"weight"`` (the shortest decimal that reads
-    back as the same float; the reference server ignores the key, our reader reads it back).
+    back as the same float; the reference server ignores the key, our reader reads it back), and a
+    relation ``inverses`` names (a materialized inverse) gets a last key ``"inverseOf"``: the
+    relation type of its primary.
     Upstream joins lines without a final newline; it ignores blank lines when reading, so the
     trailing newline here is harmless.
     """
@@ -466,11 +516,13 @@ def iter_legacy_lines(entities: Iterable[Entity], relations: Iterable[Relation],
                                     "relationType": r.relation_type}
         if with_weights and r.weight != DEFAULT_WEIGHT:
             relation["weight"] = r.weight
+        if with_weights and inverses and r.key in inverses:
+            relation["inverseOf"] = inverses[r.key]
         yield _dumps(relation) + "\n"
 
 
 def write_legacy(entities: Iterable[Entity], relations: Iterable[Relation], out: TextIO, *,
-                 with_weights: bool = False) -> int:
+                 with_weights: bool = False, inverses: Mapping[tuple[str, str, str], str] | None = None) -> int:
     """Write the export format to ``out`` and return the number of lines written
     (``with_weights``: see :func:`iter_legacy_lines`).
 
@@ -478,7 +530,7 @@ def write_legacy(entities: Iterable[Entity], relations: Iterable[Relation], out:
     is not translated to ``"\\r\\n"`` on Windows. Nothing else is written (no header, no BOM).
     """
     count = 0
-    for line in iter_legacy_lines(entities, relations, with_weights=with_weights):
+    for line in iter_legacy_lines(entities, relations, with_weights=with_weights, inverses=inverses):
         out.write(line)
         count += 1
     return count

@@ -8,6 +8,7 @@ default, so upstream's shape is unchanged for every caller that never sets it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
@@ -258,3 +259,20 @@ class WeightChange:
         return {"from": self.relation.source, "to": self.relation.target,
                 "relationType": self.relation.relation_type, "previousWeight": self.previous,
                 "evidence": self.evidence, "weight": self.relation.weight}
+
+
+def inverse_types(pairs: Iterable[Sequence[str]]) -> dict[str, str]:
+    """The inverse of each declared relation type, both ways: ``[("manages", "reports_to")]`` gives
+    ``{"manages": "reports_to", "reports_to": "manages"}`` (a pair of one type, ``married_to:married_to``,
+    makes it its own inverse). A pair given twice is fine.
+
+    Raises:
+        ValueError: a type would have two inverses (the message names both).
+    """
+    out: dict[str, str] = {}
+    for first, second in pairs:
+        for a, b in ((first, second), (second, first)):
+            if out.setdefault(a, b) != b:
+                raise ValueError(f"relation type {a!r} is declared the inverse of both {out[a]!r} and {b!r}; "
+                                 f"give each type one inverse")
+    return out

@@ -18,12 +18,12 @@ a limit (nothing is written), ``EntityNotFound``/``Conflict``/``InvalidQuery`` f
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TextIO, TypeVar
 
 from graph_memory.db import backend as backends
 from graph_memory.db.backend import Backend, Graph, OpenMode
@@ -51,6 +51,7 @@ from graph_memory.importer import (
     read_legacy_file,
 )
 from graph_memory.legacy import write_legacy
+from graph_memory.meshfile import write_memorymesh
 from graph_memory.models import (
     AddedObservations,
     DeleteEntitiesResult,
@@ -151,14 +152,25 @@ class TypedUpdate:
 
 
 class MemoryService:
-    """The knowledge graph's operations over ``backend``, with input ``limits``.
+    """The knowledge graph's operations over ``backend``, with input ``limits``; ``inverses``
+    maps each declared relation type to its inverse (:func:`graph_memory.models.inverse_types`):
+    every relation a call creates of such a type gets its materialized inverse in the same
+    transaction (not listed in the call's result).
 
     The backend must stay open while the service is used (its owner closes it).
     """
 
-    def __init__(self, backend: Backend, limits: Limits | None = None) -> None:
+    def __init__(self, backend: Backend, limits: Limits | None = None,
+                 inverses: Mapping[str, str] | None = None) -> None:
         self.backend = backend
         self.limits = limits or Limits()
+        self.inverses: Mapping[str, str] = inverses or {}
+
+    def _created(self, g: Graph, relations: list[Relation]) -> list[Relation]:
+        """``relations`` (just created by ``g``), after materializing their declared inverses."""
+        if self.inverses and relations:
+            g.create_inverses(relations, self.inverses)
+        return relations
 
     # -- the reference server's tools ---------------------------------------------------------
 
@@ -184,7 +196,7 @@ class MemoryService:
         Raises: InvalidInput (limits); EntityNotFound (an end does not exist: nothing is written).
         """
         self._check_relations(relations, "relations")
-        return self.backend.run_write(lambda g: g.create_relations(relations))
+        return self.backend.run_write(lambda g: self._created(g, g.create_relations(relations)))
 
     def add_observations(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[AddedObservations]:
         """Add observations ``[(entity_name, contents)]``; contents an entity has are skipped.
@@ -363,7 +375,7 @@ class MemoryService:
                 hint = f"; change it with update_{entity.entity_type}" if existing == entity.entity_type else ""
                 raise Conflict(f"Entity with name {entity.name} already exists (entityType {existing!r}){hint}")
             (created,) = g.create_entities([entity])
-            return created, g.create_relations(relations)
+            return created, self._created(g, g.create_relations(relations))
 
         return self.backend.run_write(write)
 
@@ -391,7 +403,7 @@ class MemoryService:
                     out.relations_deleted += g.delete_relations(stale).deleted
                     kept = {r.target for r in current}
                     fresh = [Relation(name, t, value.edge_type) for t in value.targets if t not in kept]
-                    out.relations_created += g.create_relations(fresh)
+                    out.relations_created += self._created(g, g.create_relations(fresh))
             (out.entity,) = g.open_nodes([name]).entities
             return out
 
@@ -411,15 +423,138 @@ class MemoryService:
 
         return self.backend.run_write(write)
 
+    # -- the MemoryMesh profile (graph_memory.mcp.memorymesh parses the arguments) ---------------
+
+    def add_nodes(self, entities: Sequence[Entity]) -> list[Entity]:
+        """Create ``entities``, all or nothing (MemoryMesh's rule: an existing name is an error).
+
+        Raises: InvalidInput (limits); Conflict (a name exists, or appears twice in the call).
+        """
+        self._check_entities(entities, "nodes", "nodeType", "metadata")
+
+        def write(g: Graph) -> list[Entity]:
+            seen: set[str] = set()
+            for e in entities:
+                if e.name in seen:
+                    raise Conflict(f"Node {e.name} appears twice in this call; give each node once")
+                seen.add(e.name)
+                existing = g.entity_type(e.name)
+                if existing is not None:
+                    raise Conflict(f"Node already exists: {e.name} (nodeType {existing!r}); change it with "
+                                   f"update_nodes or add_metadata")
+            return g.create_entities(entities)
+
+        return self.backend.run_write(write)
+
+    def update_nodes(self, updates: Sequence[NodeUpdate]) -> list[Entity]:
+        """Per update, give the node another type and/or replace its observations (in the given
+        order), all or nothing. Returns the nodes afterwards, in call order.
+
+        Raises: InvalidInput (limits); EntityNotFound.
+        """
+        lim = self.limits
+        lim.batch(updates, "nodes")
+        for i, u in enumerate(updates):
+            lim.name(u.name, f"nodes.{i}.name")
+            if u.entity_type is not None:
+                lim.name(u.entity_type, f"nodes.{i}.nodeType")
+            if u.observations is not None:
+                lim.batch(u.observations, f"nodes.{i}.metadata")
+                for j, o in enumerate(u.observations):
+                    lim.observation(o, f"nodes.{i}.metadata.{j}")
+
+        def write(g: Graph) -> list[Entity]:
+            for u in updates:
+                if u.entity_type is not None:
+                    g.set_entity_type(u.name, u.entity_type)
+                elif g.entity_type(u.name) is None:
+                    raise EntityNotFound(u.name)
+                if u.observations is not None:
+                    g.replace_observations(u.name, u.observations)
+            by_name = {e.name: e for e in g.open_nodes(_unique_names(u.name for u in updates)).entities}
+            return [by_name[u.name] for u in updates]
+
+        return self.backend.run_write(write)
+
+    def add_edges(self, relations: Sequence[Relation]) -> list[Relation]:
+        """Create ``relations``, all or nothing (MemoryMesh's rule: an existing triple is an error).
+
+        Raises: InvalidInput (limits); EntityNotFound (an end does not exist); Conflict (the
+        triple exists, or appears twice in the call).
+        """
+        self._check_relations(relations, "edges", "edgeType")
+
+        def write(g: Graph) -> list[Relation]:
+            seen: set[tuple[str, str, str]] = set()
+            for r in relations:
+                if r.key in seen:
+                    raise Conflict(f"Edge {r.source} -[{r.relation_type}]-> {r.target} appears twice in this call")
+                seen.add(r.key)
+                if g.find_relation(*r.key) is not None:
+                    raise Conflict(f"Edge already exists: {r.source} -[{r.relation_type}]-> {r.target}; change "
+                                   f"its weight with update_edges")
+            return self._created(g, g.create_relations(relations))
+
+        return self.backend.run_write(write)
+
+    def update_edges(self, updates: Sequence[EdgeUpdate]) -> list[tuple[Relation, Relation]]:
+        """Re-point and/or re-weigh edges in call order, all or nothing: ``(before, after)`` each.
+
+        Raises: InvalidInput (limits); RelationNotFound; EntityNotFound (a new end); Conflict
+        (the new triple exists).
+        """
+        lim = self.limits
+        lim.batch(updates, "edges")
+        for i, u in enumerate(updates):
+            for key, value in zip(("from", "to", "edgeType"), u.key, strict=True):
+                lim.name(value, f"edges.{i}.{key}")
+            for key, new in (("newFrom", u.new_source), ("newTo", u.new_target), ("newEdgeType", u.new_type)):
+                if new is not None:
+                    lim.name(new, f"edges.{i}.{key}")
+
+        def write(g: Graph) -> list[tuple[Relation, Relation]]:
+            changes = [g.move_relation(u.key, u.new_key, u.evidence) for u in updates]
+            self._created(g, [after for before, after in changes if before.key != after.key])
+            return changes
+
+        return self.backend.run_write(write)
+
+    def delete_metadata(self, items: Sequence[tuple[str, Sequence[str]]]) -> DeleteObservationsResult:
+        """Delete observations (exact text) ``[(entity_name, observations)]``, all or nothing.
+
+        Raises: InvalidInput (limits); EntityNotFound (MemoryMesh's rule: an unknown node is an error).
+        """
+        self.limits.batch(items, "deletions")
+        for i, (name, observations) in enumerate(items):
+            self._check_contents(name, observations, f"deletions.{i}.metadata")
+
+        def write(g: Graph) -> DeleteObservationsResult:
+            for name, _ in items:
+                if g.entity_type(name) is None:
+                    raise EntityNotFound(name)
+            return g.delete_observations(items)
+
+        return self.backend.run_write(write)
+
     # -- limits -----------------------------------------------------------------------------------
 
-    def _check_relations(self, relations: Sequence[Relation], what: str) -> None:
+    def _check_entities(self, entities: Sequence[Entity], what: str, type_key: str, observations_key: str) -> None:
+        lim = self.limits
+        lim.batch(entities, what)
+        for i, e in enumerate(entities):
+            lim.name(e.name, f"{what}.{i}.name")
+            lim.name(e.entity_type, f"{what}.{i}.{type_key}")
+            lim.batch(e.observations, f"{what}.{i}.{observations_key}")
+            for j, o in enumerate(e.observations):
+                lim.observation(o, f"{what}.{i}.{observations_key}.{j}")
+
+    def _check_relations(self, relations: Sequence[Relation], what: str, type_key: str = "relationType") -> None:
         lim = self.limits
         lim.batch(relations, what)
         for i, r in enumerate(relations):
             lim.name(r.source, f"{what}.{i}.from")
             lim.name(r.target, f"{what}.{i}.to")
-            lim.name(r.relation_type, f"{what}.{i}.relationType")
+            lim.name(r.relation_type, f"{what}.{i}.{type_key}")
 
     def _check_contents(self, name: str, contents: Sequence[str], what: str) -> None:
         self.limits.name(name, f"{what}.entityName")
@@ -472,6 +607,38 @@ def _position(position: ReadPosition | SearchPosition, kind: type[P]) -> P:
     if not isinstance(position, kind):
         raise InvalidCursor("cursor belongs to another tool; call again without cursor to start from the first page")
     return position
+
+
+@dataclass(frozen=True, slots=True)
+class NodeUpdate:
+    """One node of update_nodes: a new ``entity_type`` and/or the ``observations`` that replace
+    the old ones (None: left as they are)."""
+
+    name: str
+    entity_type: str | None = None
+    observations: Sequence[str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeUpdate:
+    """One edge of update_edges: the edge ``key`` ``(from, to, relationType)``, its new ends and
+    type (None: unchanged) and the ``evidence`` folded into its weight (None: weight unchanged)."""
+
+    key: tuple[str, str, str]
+    new_source: str | None = None
+    new_target: str | None = None
+    new_type: str | None = None
+    evidence: float | None = None
+
+    @property
+    def new_key(self) -> tuple[str, str, str]:
+        """The triple after the update."""
+        source, target, relation_type = self.key
+        return (self.new_source or source, self.new_target or target, self.new_type or relation_type)
+
+
+def _unique_names(names: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(names))
 
 
 def _require_type(g: Graph, type_name: str, name: str, tool: str) -> None:
@@ -540,9 +707,11 @@ class ExportResult:
 
 
 def export_graph(settings: Settings, output: Path | Callable[[Callable[[TextIO], int]], None], *,
-                 with_weights: bool = False) -> ExportResult:
+                 with_weights: bool = False, file_format: Literal["reference", "memorymesh"] = "reference"
+                 ) -> ExportResult:
     """``graph-memory export``: write the graph as reference-server JSONL (with ``with_weights``,
-    relation weights other than 1.0 as a last ``"weight"`` key) to the file ``output`` (replaced
+    relation weights other than 1.0 as a last ``"weight"`` key; ``file_format="memorymesh"``:
+    MemoryMesh's node/edge lines, every weight included) to the file ``output`` (replaced
     atomically) or through ``output(write)``, which runs ``write(stream)`` on the stream to write.
 
     The database is opened without migrating, read in one transaction and closed before writing.
@@ -551,14 +720,22 @@ def export_graph(settings: Settings, output: Path | Callable[[Callable[[TextIO],
         PendingMigrationsError: migrations are pending. StoreError: no database, or it cannot be read.
         OutputError: ``output`` is the database file itself.
     """
+    inverses: dict[tuple[str, str, str], str] = {}
     with opened(settings, "current") as backend:
-        snapshot = backend.run_read(lambda g: g.read_graph()) if backend.has_graph() else GraphSlice([], [])
+        if backend.has_graph():
+            snapshot, inverses = backend.run_read(lambda g: (g.read_graph(), g.inverse_links()))
+        else:
+            snapshot = GraphSlice([], [])
     if isinstance(output, Path):
         if isinstance(backend.path, Path) and output.exists() and output.samefile(backend.path):
             raise OutputError(f"{output} is the database itself; choose another output file")
-        export_file(output, snapshot.entities, snapshot.relations, with_weights=with_weights)
+        export_file(output, snapshot.entities, snapshot.relations, with_weights=with_weights,
+                    writer=write_memorymesh if file_format == "memorymesh" else None, inverses=inverses)
+    elif file_format == "memorymesh":
+        output(lambda out: write_memorymesh(snapshot.entities, snapshot.relations, out))
     else:
-        output(lambda out: write_legacy(snapshot.entities, snapshot.relations, out, with_weights=with_weights))
+        output(lambda out: write_legacy(snapshot.entities, snapshot.relations, out, with_weights=with_weights,
+                                        inverses=inverses))
     return ExportResult(len(snapshot.entities), len(snapshot.relations),
                         sum(1 for r in snapshot.relations if r.weight != 1.0))
 

@@ -108,6 +108,12 @@ class Settings(BaseSettings):
         None, description="json, or console; default console when stderr is a terminal, else json."
     )
     schemas_dir: Path | None = Field(None, description="Folder of <type>.schema.json files for typed tools.")
+    tools: Literal["reference", "memorymesh"] = Field(
+        "reference", description="The tool profile: reference (the reference server's tools) or memorymesh "
+        "(MemoryMesh's static tools and response format), over the same database.")
+    inverse_relations: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Declared inverse relation types, 'type:inverse' pairs separated by "
+        "commas (e.g. manages:reports_to): creating a relation of one type also creates its inverse.")
     busy_timeout_ms: int = Field(10_000, ge=0, description="How long a write waits for another writer (ms).")
     max_name_length: int = Field(1024, ge=1, description="Longest entity name / type / relation type (characters).")
     max_observation_length: int = Field(65536, ge=1, description="Longest observation (characters).")
@@ -157,10 +163,24 @@ class Settings(BaseSettings):
     def _lower_level(cls, value: object) -> object:
         return value.lower() if isinstance(value, str) else value
 
-    @field_validator("allowed_hosts", "allowed_origins", mode="before")
+    @field_validator("allowed_hosts", "allowed_origins", "inverse_relations", mode="before")
     @classmethod
     def _csv(cls, value: object) -> object:
         return _split_csv(value)
+
+    @field_validator("inverse_relations", mode="after")
+    @classmethod
+    def _pairs(cls, value: list[str]) -> list[str]:
+        from graph_memory.models import inverse_types
+
+        pairs = []
+        for item in value:
+            first, colon, second = (part.strip() for part in item.partition(":"))
+            if not colon or not first or not second or ":" in second:
+                raise ValueError(f"{item!r} is not a pair 'type:inverse' (e.g. manages:reports_to)")
+            pairs.append(f"{first}:{second}")
+        inverse_types([tuple(p.split(":")) for p in pairs])  # a type paired twice is refused here
+        return pairs
 
     @field_validator("file_path", "schemas_dir", "database_password_file", mode="after")
     @classmethod

@@ -10,7 +10,7 @@ retries and error translation stay behind them, as SQLite's trigram FTS5, WAL an
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Literal, Protocol, TypeVar
@@ -198,6 +198,37 @@ class Graph(Protocol):
         """Add a legacy-import record (``counts``: entities, observations, relations created)."""
         ...
 
+    def set_entity_type(self, name: str, entity_type: str) -> bool:
+        """Give the entity ``name`` another type; whether it changed (EntityNotFound if missing)."""
+        ...
+
+    def replace_observations(self, name: str, contents: Sequence[str]) -> bool:
+        """Make the entity's observations exactly ``contents``, in order; whether anything changed."""
+        ...
+
+    def find_relation(self, source: str, target: str, relation_type: str) -> Relation | None:
+        """The relation with this triple, or None."""
+        ...
+
+    def move_relation(self, key: tuple[str, str, str], new_key: tuple[str, str, str],
+                      evidence: float | None) -> tuple[Relation, Relation]:
+        """Re-point relation ``key`` to ``new_key`` and fold ``evidence`` into its weight;
+        ``(before, after)`` (RelationNotFound, EntityNotFound, Conflict)."""
+        ...
+
+    def create_inverses(self, relations: Sequence[Relation], inverses: Mapping[str, str]) -> list[Relation]:
+        """Materialize the declared inverse of each of ``relations`` (just created); the inverses made."""
+        ...
+
+    def inverse_links(self) -> dict[tuple[str, str, str], str]:
+        """Every materialized inverse: its triple → its primary's relation type (an export keeps them)."""
+        ...
+
+    def link_inverse(self, key: tuple[str, str, str], primary_type: str) -> bool:
+        """Mark relation ``key`` the materialized inverse of ``(to, from, primary_type)`` (an import
+        restoring an export's record); False when either is missing or the primary is an inverse."""
+        ...
+
 
 class Backend(Protocol):
     """A database holding one knowledge graph: transactions, schema, change counters, index upkeep
@@ -373,6 +404,28 @@ class SqliteGraph:
                       mtime_ns: int, counts: tuple[int | None, int | None, int | None]) -> None:
         records.insert_record(self.conn, kind, path=path, size_bytes=size_bytes, sha256=sha256, mtime=mtime,
                               mtime_ns=mtime_ns, counts=counts)
+
+    def set_entity_type(self, name: str, entity_type: str) -> bool:
+        return graph.set_entity_type(self.conn, name, entity_type)
+
+    def replace_observations(self, name: str, contents: Sequence[str]) -> bool:
+        return graph.replace_observations(self.conn, name, contents)
+
+    def find_relation(self, source: str, target: str, relation_type: str) -> Relation | None:
+        return graph.find_relation(self.conn, source, target, relation_type)
+
+    def move_relation(self, key: tuple[str, str, str], new_key: tuple[str, str, str],
+                      evidence: float | None) -> tuple[Relation, Relation]:
+        return graph.move_relation(self.conn, key, new_key, evidence)
+
+    def create_inverses(self, relations: Sequence[Relation], inverses: Mapping[str, str]) -> list[Relation]:
+        return graph.create_inverses(self.conn, relations, inverses)
+
+    def inverse_links(self) -> dict[tuple[str, str, str], str]:
+        return graph.inverse_links(self.conn)
+
+    def link_inverse(self, key: tuple[str, str, str], primary_type: str) -> bool:
+        return graph.link_inverse(self.conn, key, primary_type)
 
 
 class SqliteBackend:

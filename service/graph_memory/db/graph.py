@@ -11,7 +11,7 @@ in :mod:`graph_memory.db.search`, built on the loaders here (``load_entities``, 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import cast
@@ -399,10 +399,13 @@ def delete_entities(conn: apsw.Connection, names: Sequence[str]) -> DeleteEntiti
     deleted = [row[0] for row in conn.execute(f"DELETE FROM entities WHERE name IN {members} RETURNING name", params)]
     gone = set(deleted)
     deleted = [n for n in requested if n in gone]
+    # A materialized inverse (migration 0007) goes with its primary and is not counted on its own.
     relations = conn.execute(
-        f"DELETE FROM relations WHERE from_name IN {members} OR to_name IN {members} RETURNING id", params + params,
+        f"DELETE FROM relations WHERE from_name IN {members} OR to_name IN {members} RETURNING inverse_of",
+        params + params,
     ).fetchall()
-    return DeleteEntitiesResult(len(requested), deleted, [n for n in requested if n not in gone], len(relations))
+    primaries = sum(1 for (inverse_of,) in relations if inverse_of is None)
+    return DeleteEntitiesResult(len(requested), deleted, [n for n in requested if n not in gone], primaries)
 
 
 def delete_observations(conn: apsw.Connection, items: Sequence[tuple[str, Sequence[str]]]) -> DeleteObservationsResult:
@@ -566,3 +569,144 @@ def update_relation_weights(conn: apsw.Connection, items: Sequence[tuple[Relatio
         conn.execute(f"UPDATE relations SET weight = ?, updated_at = {NOW} WHERE id = ?", (weight, row[0]))
         changes.append(WeightChange(Relation(*relation.key, weight), previous, evidence))
     return changes
+
+
+# -- the MemoryMesh profile (graph_memory.mcp.memorymesh) ------------------------------------------
+
+
+def set_entity_type(conn: apsw.Connection, name: str, entity_type: str) -> bool:
+    """Give the entity ``name`` the type ``entity_type`` (the search document follows through the
+    trigger). Returns whether the type changed.
+
+    Raises:
+        EntityNotFound: the entity does not exist.
+    """
+    row = conn.execute(
+        "UPDATE entities SET entity_type = ?2, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') "
+        "WHERE name = ?1 AND entity_type <> ?2 RETURNING id", (name, entity_type)).fetchone()
+    if row is None:
+        _require_entity(conn, name)
+        return False
+    return True
+
+
+def replace_observations(conn: apsw.Connection, name: str, contents: Sequence[str]) -> bool:
+    """Make the entity's observations exactly ``contents`` (duplicates collapsed), in that order.
+
+    Observations that stay keep their rows (id, ``created_at``) when the order allows it: when the
+    kept ones are already in the new order and the new ones come after them, only the removed rows
+    are deleted and the new ones appended; otherwise every row is written again in the new order.
+    Returns whether anything changed.
+
+    Raises:
+        EntityNotFound: the entity does not exist.
+    """
+    entity_id = _require_entity(conn, name)
+    wanted = unique(contents)
+    current = [cast(str, c) for (c,) in conn.execute(
+        "SELECT content FROM observations WHERE entity_id = ? ORDER BY id", (entity_id,))]
+    if current == wanted:
+        return False
+    wanted_set = set(wanted)
+    kept = [c for c in current if c in wanted_set]
+    if wanted[:len(kept)] == kept:
+        gone = [c for c in current if c not in wanted_set]
+        fresh = wanted[len(kept):]
+    else:  # the order changed: rewrite them all
+        gone, fresh = current, wanted
+    if gone:
+        members, params = bind_members(gone)
+        conn.execute(f"DELETE FROM observations WHERE entity_id = ? AND content IN {members}",
+                     (entity_id, *params))
+    conn.executemany("INSERT INTO observations (entity_id, content) VALUES (?, ?)",
+                     [(entity_id, c) for c in fresh])
+    return True
+
+
+def find_relation(conn: apsw.Connection, source: str, target: str, relation_type: str) -> Relation | None:
+    """The relation with this triple, or None."""
+    row = conn.execute("SELECT from_name, to_name, relation_type, weight FROM relations "
+                       "WHERE from_name = ? AND to_name = ? AND relation_type = ?",
+                       (source, target, relation_type)).fetchone()
+    return None if row is None else Relation(*row)
+
+
+def move_relation(conn: apsw.Connection, key: tuple[str, str, str], new_key: tuple[str, str, str],
+                  evidence: float | None) -> tuple[Relation, Relation]:
+    """Re-point the relation ``key`` to ``new_key`` (same row: it keeps its position) and, with
+    ``evidence``, fold it into the weight: ``(weight + evidence) / 2``.
+
+    Returns ``(before, after)``.
+
+    Raises:
+        RelationNotFound: no relation has ``key``.
+        EntityNotFound: a changed endpoint of ``new_key`` is not an entity.
+        Conflict: another relation already has ``new_key``.
+    """
+    row = conn.execute("SELECT id, weight FROM relations WHERE from_name = ? AND to_name = ? AND relation_type = ?",
+                       key).fetchone()
+    if row is None:
+        raise RelationNotFound(*key)
+    before = Relation(*key, float(row[1]))
+    for old, new in ((key[0], new_key[0]), (key[1], new_key[1])):
+        if new != old:
+            _require_entity(conn, new)
+    if new_key != key and find_relation(conn, *new_key) is not None:
+        raise Conflict(f"Relation {new_key[0]} -[{new_key[2]}]-> {new_key[1]} already exists; delete one of the "
+                       f"two first, or update that one")
+    weight = before.weight if evidence is None else (before.weight + evidence) / 2
+    if new_key == key:
+        conn.execute("UPDATE relations SET weight = ? WHERE id = ?", (weight, row[0]))
+    else:
+        # A re-pointed relation is an ordinary one, and the inverse it had no longer fits it.
+        conn.execute("DELETE FROM relations WHERE inverse_of = ?", (row[0],))
+        conn.execute("UPDATE relations SET from_name = ?, to_name = ?, relation_type = ?, weight = ?, "
+                     "inverse_of = NULL WHERE id = ?", (*new_key, weight, row[0]))
+    return before, Relation(*new_key, weight)
+
+
+# -- materialized inverse relations (migration 0007; declared pairs: models.inverse_types) ---------
+
+
+def create_inverses(conn: apsw.Connection, relations: Sequence[Relation], inverses: Mapping[str, str]
+                    ) -> list[Relation]:
+    """For each of ``relations`` (just created, so stored) whose type has a declared inverse,
+    create ``to -[inverse]-> from`` with the same weight, marked as its materialized inverse
+    (``inverse_of``: deleting the relation deletes it too). An inverse triple that exists already
+    is left as it is (it stays an ordinary relation). Returns the inverses created.
+    """
+    made: list[Relation] = []
+    for relation in relations:
+        inverse_type = inverses.get(relation.relation_type)
+        if inverse_type is None:
+            continue
+        inverse = Relation(relation.target, relation.source, inverse_type, relation.weight)
+        row = conn.execute(
+            "INSERT INTO relations (from_name, to_name, relation_type, weight, inverse_of) "
+            "SELECT ?, ?, ?, ?, id FROM relations WHERE from_name = ? AND to_name = ? AND relation_type = ? "
+            "ON CONFLICT DO NOTHING RETURNING id",
+            (*inverse.key, inverse.weight, *relation.key)).fetchone()
+        if row is not None:
+            made.append(inverse)
+    return made
+
+
+def link_inverse(conn: apsw.Connection, key: tuple[str, str, str], primary_type: str) -> bool:
+    """Mark the relation ``key`` as the materialized inverse of ``(to, from, primary_type)`` (an
+    import restoring what an export recorded); False when either relation is missing or the
+    primary is itself a materialized inverse."""
+    primary = (key[1], key[0], primary_type)
+    return conn.execute(
+        "UPDATE relations SET inverse_of = p.id FROM relations p "
+        "WHERE p.from_name = ?1 AND p.to_name = ?2 AND p.relation_type = ?3 AND p.inverse_of IS NULL "
+        "AND relations.from_name = ?4 AND relations.to_name = ?5 AND relations.relation_type = ?6 "
+        "AND relations.id <> p.id RETURNING relations.id",
+        (*primary, *key)).fetchone() is not None
+
+
+def inverse_links(conn: apsw.Connection) -> dict[tuple[str, str, str], str]:
+    """Every materialized inverse: its triple → the relation type of its primary (whose ends are
+    the inverse's, swapped)."""
+    rows = conn.execute("SELECT i.from_name, i.to_name, i.relation_type, p.relation_type FROM relations i "
+                        "JOIN relations p ON p.id = i.inverse_of")
+    return {(cast(str, a), cast(str, b), cast(str, t)): cast(str, primary) for a, b, t, primary in rows}

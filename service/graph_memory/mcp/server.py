@@ -27,7 +27,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import mcp_types as types
@@ -38,12 +38,15 @@ from mcp.shared.exceptions import MCPError
 
 from graph_memory import package_version
 from graph_memory.db.backend import Backend
-from graph_memory.errors import GraphError
+from graph_memory.errors import GraphError, InvalidInput
 from graph_memory.logs import get_logger
+from graph_memory.mcp import memorymesh
 from graph_memory.mcp.request_params import explain_invalid_params
 from graph_memory.mcp.tools import TOOLS, Outcome, ToolSpec
 from graph_memory.service import MemoryService
 
+Profile = Literal["reference", "memorymesh"]
+"""The tool profiles (``MEMORY_TOOLS``)."""
 GRAPH_URI = "memory://knowledge-graph"
 SERVER_NAME = "graph-memory"
 INSTRUCTIONS = (
@@ -302,20 +305,34 @@ def _error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
 
 
-def _tool_error(spec: ToolSpec, exc: Exception, started: float) -> types.CallToolResult:
+def _tool_error(spec: ToolSpec, exc: Exception, started: float, profile: Profile = "reference",
+                arguments: dict[str, Any] | None = None) -> types.CallToolResult:
     """The one ``GraphError → MCP`` mapping of tool calls: a refusal (:class:`GraphError`) is
     an ``isError`` result with its message; anything else is logged and answered without its
-    text (it may hold internals)."""
+    text (it may hold internals). In the ``memorymesh`` profile the same message comes in
+    MemoryMesh's error format (:func:`graph_memory.mcp.memorymesh.error_result`: the call's
+    context, suggestions and recovery steps)."""
     if isinstance(exc, GraphError):
         # The message may quote names and observations: only its kind at info.
         writes = not spec.annotations["readOnlyHint"]
         (log.info if writes else log.debug)("tool_refused", tool=spec.name, error=type(exc).__name__,
                                             ms=_ms(started))
         log.debug("tool_refused_detail", tool=spec.name, error=str(exc)[:500])
-        return _error(str(exc))
-    log.exception("tool_failed", tool=spec.name)  # called in the except block: logs the traceback
-    return _error(f"{spec.name} failed with an internal error; nothing was written. "
-                  f"The server log has the details.")
+        message = str(exc)
+    else:
+        log.exception("tool_failed", tool=spec.name)  # called in the except block: logs the traceback
+        message = (f"{spec.name} failed with an internal error; nothing was written. "
+                   f"The server log has the details.")
+    if profile == "memorymesh":
+        return _mesh_error(spec.name, message, exc, arguments or {})
+    return _error(message)
+
+
+def _mesh_error(tool: str, message: str, exc: Exception, arguments: dict[str, Any]) -> types.CallToolResult:
+    """The ``isError`` result of the memorymesh profile (:func:`graph_memory.mcp.memorymesh.error_result`)."""
+    texts, structured = memorymesh.error_result(tool, message, exc, arguments)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=t) for t in texts],
+                                structured_content=structured, is_error=True)
 
 
 def _resource_error(exc: Exception) -> MCPError:
@@ -374,21 +391,26 @@ class ServerHandle:
     external_changes: ExternalChanges
 
 
-def build_server(memory: MemoryService, *, extra_tools: tuple[ToolSpec, ...] = ()) -> ServerHandle:
+def build_server(memory: MemoryService, *, extra_tools: tuple[ToolSpec, ...] = (),
+                 profile: Profile = "reference") -> ServerHandle:
     """The MCP server over ``memory`` (the service: a backend plus limits).
 
     Args:
         memory: the service tools run against; its backend must stay open while the server
             runs (the caller closes it).
         extra_tools: more tools to advertise after the standard ones (e.g. typed tools).
+        profile: ``MEMORY_TOOLS``: ``reference`` (the reference server's tools) or ``memorymesh``
+            (MemoryMesh's static tools instead, and every tool, ``extra_tools`` included,
+            answering in MemoryMesh's format: :mod:`graph_memory.mcp.memorymesh`).
 
     Returns:
         A :class:`ServerHandle`; serve its low-level ``mcp.server.Server`` (named
         ``graph-memory``) with ``handle.server.run(...)`` (stdio) or through
         :func:`graph_memory.mcp.http.serve_http` (HTTP).
     """
-    specs = {spec.name: spec for spec in (*TOOLS, *extra_tools)}
-    handlers = _Handlers(memory, specs)
+    tools = memorymesh.profile_tools(extra_tools) if profile == "memorymesh" else (*TOOLS, *extra_tools)
+    specs = {spec.name: spec for spec in tools}
+    handlers = _Handlers(memory, specs, profile)
     listen = ListenHandler(handlers.bus)
     server: SdkServer = Server(
         SERVER_NAME,
@@ -411,9 +433,10 @@ class _Handlers:
     handshake-era ``subscribers``, the listen-stream ``bus``, the index's idle timer and the
     poller of other processes' commits."""
 
-    def __init__(self, memory: MemoryService, specs: dict[str, ToolSpec]) -> None:
+    def __init__(self, memory: MemoryService, specs: dict[str, ToolSpec], profile: Profile = "reference") -> None:
         self.memory = memory
         self.specs = specs
+        self.profile = profile
         self.subscribers = Subscribers()
         self.idle_catch_up = IdleCatchUp(memory.backend)
         self.external = ExternalChanges(memory.backend, self._watched, self.graph_changed)
@@ -431,12 +454,15 @@ class _Handlers:
                         ) -> types.CallToolResult:
         spec = self.specs.get(params.name)
         if spec is None:
-            return _error(f"Unknown tool: {params.name}. Available tools: {', '.join(self.specs)}")
+            message = f"Unknown tool: {params.name}. Available tools: {', '.join(self.specs)}"
+            if self.profile == "memorymesh":
+                return _mesh_error(params.name, message, InvalidInput(message), params.arguments or {})
+            return _error(message)
         started = time.perf_counter()
         try:
             outcome: Outcome = spec.run(self.memory, params.arguments or {})
         except Exception as exc:
-            return _tool_error(spec, exc, started)
+            return _tool_error(spec, exc, started, self.profile, params.arguments)
         writes = not spec.annotations["readOnlyHint"]
         (log.info if writes else log.debug)("tool_call", tool=spec.name, **_counts(outcome), ms=_ms(started))
         self.idle_catch_up.after_call(outcome.changed)

@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from graph_memory.errors import InvalidInput, SchemaError
 from graph_memory.logs import get_logger
+from graph_memory.mcp.memorymesh import TOOL_NAMES as MESH_TOOL_NAMES
 from graph_memory.mcp.tools import (
     ADDITIVE,
     DELETE_OUT_BASE,
@@ -47,7 +48,7 @@ from graph_memory.mcp.tools import (
     _object,
     _str,
 )
-from graph_memory.models import Entity, Relation
+from graph_memory.models import Entity, Relation, inverse_types
 from graph_memory.service import MemoryService, TypedValue
 from graph_memory.wording import plural
 
@@ -55,12 +56,13 @@ SUFFIX = ".schema.json"
 TOP_KEYS = {"name", "description", "properties", "additionalProperties"}
 DOC_KEYS = {"$schema", "$id", "$comment", "title"}          # accepted and ignored
 PROPERTY_KEYS = {"type", "description", "required", "enum", "relationship", "items", "$comment"}
-RELATIONSHIP_KEYS = {"edgeType", "nodeType", "description"}
+RELATIONSHIP_KEYS = {"edgeType", "nodeType", "description", "inverse"}
 VERBS = ("add", "update", "delete")
 # Tool names are [A-Za-z0-9_-]; 57 + len("update_") keeps every tool name within 64 characters.
 TYPE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,56}")
 PROPERTY_NAME = re.compile(r"[^\W\d][\w-]*")
-STANDARD_TOOLS = frozenset(spec.name for spec in TOOLS)
+# Typed tools may not shadow a static tool of either profile (MEMORY_TOOLS).
+STANDARD_TOOLS = frozenset(spec.name for spec in TOOLS) | MESH_TOOL_NAMES
 EXTRA_VALUE = {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
 log = get_logger("graph_memory.typed")
 
@@ -77,11 +79,14 @@ def display_name(key: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Relationship:
-    """A property's edge: ``<entity> -[edge_type]-> <value>``; ``node_type`` documents the target."""
+    """A property's edge: ``<entity> -[edge_type]-> <value>``; ``node_type`` documents the target;
+    ``inverse`` declares the inverse relation type (``<value> -[inverse]-> <entity>`` is then
+    materialized with it, as for ``MEMORY_INVERSE_RELATIONS``)."""
 
     edge_type: str
     node_type: str | None = None
     description: str | None = None
+    inverse: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +148,29 @@ class TypeSchema:
 
 
 # -- loading and validation -----------------------------------------------------------------------
+
+
+def declared_inverses(folder: Path | None, pairs: list[str]) -> dict[str, str]:
+    """The inverse relation types in force: the ``type:inverse`` ``pairs`` of
+    ``MEMORY_INVERSE_RELATIONS`` and the ``inverse`` of every schema relationship in ``folder``
+    (:func:`graph_memory.models.inverse_types`: both ways).
+
+    Raises:
+        SchemaError: a schema file is invalid, or its inverse contradicts another declaration.
+    """
+    declared: list[tuple[str, str]] = [(a, b) for a, _, b in (p.partition(":") for p in pairs)]
+    for schema in load_schemas(folder) if folder is not None else []:
+        for prop in schema.properties:
+            rel = prop.relationship
+            if rel is not None and rel.inverse is not None:
+                declared.append((rel.edge_type, rel.inverse))
+                try:
+                    inverse_types(declared)
+                except ValueError as exc:
+                    raise SchemaError(f"property {prop.key!r}: {exc} (MEMORY_INVERSE_RELATIONS or another "
+                                      f"schema declares the other)", path=schema.source) from None
+    return inverse_types(declared)
+
 
 
 def load_typed_tools(folder: Path | None) -> tuple[ToolSpec, ...]:
@@ -313,7 +341,11 @@ def _parse_relationship(where: str, spec: Any, fail: Callable[[str], SchemaError
     for key in ("nodeType", "description"):
         if key in spec and not isinstance(spec[key], str):
             raise fail(f"{where}: relationship '{key}' must be a string")
-    return Relationship(edge_type, spec.get("nodeType") or None, spec.get("description") or None)
+    inverse = spec.get("inverse")
+    if inverse is not None and (not isinstance(inverse, str) or not inverse.strip()):
+        raise fail(f"{where}: relationship 'inverse' must be a relation type (e.g. \"contains\")")
+    return Relationship(edge_type, spec.get("nodeType") or None, spec.get("description") or None,
+                        inverse.strip() if inverse else None)
 
 
 def _check_distinct(properties: list[Property], fail: Callable[[str], SchemaError]) -> None:

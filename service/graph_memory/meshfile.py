@@ -1,0 +1,93 @@
+"""MemoryMesh's memory file: detect it, read it, write it.
+
+MemoryMesh (0.3.0 and the versions before it) keeps its graph in ``dist/data/memory.json``: JSON
+lines, despite the name, one per node or edge::
+
+    {"type":"node","name":"Gandalf","nodeType":"npc","metadata":["Role: Wizard"]}
+    {"type":"edge","from":"Gandalf","to":"Rivendell","edgeType":"located_in","weight":1}
+
+Edges written before 0.2.8 have no ``weight`` (read as 1.0, as MemoryMesh does). A single JSON
+document ``{"nodes": [...], "edges": [...]}`` is read too. Reading is the reference reader of
+:mod:`graph_memory.legacy` with MemoryMesh's words (:data:`MEMORYMESH`), so every rule holds
+alike: all or nothing with line-numbered errors (``--skip-invalid`` lists and skips bad lines),
+names merged, duplicates collapsed, edges to unknown nodes kept. Unlike MemoryMesh, which drops a
+line it cannot parse without a word, a bad line refuses the file, and a weight outside 0..1 (which
+MemoryMesh 0.3.0 never checks) is a bad line: the database keeps weights in range.
+
+Writing produces what MemoryMesh writes and reads: compact JSON, nodes then edges, keys in
+MemoryMesh's order, every edge with its weight.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any, TextIO
+
+from graph_memory.legacy import REFERENCE, Dialect, LegacyGraph, parse_legacy
+from graph_memory.models import Entity, Relation
+
+__all__ = ["MEMORYMESH", "detect", "iter_memorymesh_lines", "parse_memory_file", "write_memorymesh"]
+
+MEMORYMESH = Dialect(entity="node", relation="edge", entity_fields=("name", "nodeType", "metadata"),
+                     relation_fields=("from", "to", "edgeType"), document_keys=("nodes", "edges"))
+"""MemoryMesh's words for :func:`graph_memory.legacy.parse_legacy`."""
+
+_TAGS = {"node": MEMORYMESH, "edge": MEMORYMESH, "entity": REFERENCE, "relation": REFERENCE}
+
+
+def detect(data: bytes) -> Dialect:
+    """The format of a memory file's bytes: :data:`MEMORYMESH` when its first line with a known
+    ``"type"`` is a node or an edge (or it is one document with ``nodes``/``edges``), else the
+    reference server's (also for a file that says neither: the reference reader then explains)."""
+    text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
+    stripped = text.strip()
+    if stripped.startswith("{") and "\n{" not in stripped:  # perhaps one document
+        try:
+            doc = json.loads(stripped)
+        except json.JSONDecodeError:
+            doc = None
+        if isinstance(doc, dict) and "type" not in doc:
+            return MEMORYMESH if ("nodes" in doc or "edges" in doc) else REFERENCE
+    for line in text.split("\n"):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        tag = obj.get("type") if isinstance(obj, dict) else None
+        if isinstance(tag, str) and tag in _TAGS:
+            return _TAGS[tag]
+    return REFERENCE
+
+
+def parse_memory_file(data: bytes, *, skip_invalid: bool = False, path: str | None = None) -> LegacyGraph:
+    """Parse a reference-server or MemoryMesh memory file (:func:`detect` tells which) with
+    :func:`graph_memory.legacy.parse_legacy`; same result, rules and errors for both."""
+    return parse_legacy(data, skip_invalid=skip_invalid, path=path, dialect=detect(data))
+
+
+def _dumps(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def iter_memorymesh_lines(entities: Iterable[Entity], relations: Iterable[Relation]) -> Iterator[str]:
+    """MemoryMesh's file, one line at a time (each ending with ``"\\n"``): nodes, then edges."""
+    for e in entities:
+        yield _dumps({"type": "node", "name": e.name, "nodeType": e.entity_type, "metadata": e.observations}) + "\n"
+    for r in relations:
+        # 1 rather than 1.0, as JavaScript writes a whole number
+        weight: float | int = int(r.weight) if r.weight.is_integer() else r.weight
+        yield _dumps({"type": "edge", "from": r.source, "to": r.target, "edgeType": r.relation_type,
+                      "weight": weight}) + "\n"
+
+
+def write_memorymesh(entities: Iterable[Entity], relations: Iterable[Relation], out: TextIO) -> int:
+    """Write MemoryMesh's file to ``out`` (a text stream opened with ``encoding="utf-8",
+    newline=""``); returns the number of lines written."""
+    count = 0
+    for line in iter_memorymesh_lines(entities, relations):
+        out.write(line)
+        count += 1
+    return count
