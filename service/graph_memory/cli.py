@@ -355,18 +355,25 @@ def cmd_export(args: argparse.Namespace) -> int:
     """Write the graph in the reference server's JSONL format to a file (atomically) or stdout;
     with --with-weights, relation weights other than 1.0 too (a ``"weight"`` key that
     ``graph-memory import`` reads back)."""
+    if args.with_weights and args.format != "jsonl":
+        args.usage_error(f"--with-weights is for --format jsonl; a {args.format} picture always shows weights "
+                         f"other than 1")
+    if args.hops is not None and not args.entity:
+        args.usage_error("--hops needs --entity NAME: the neighbourhood of which entity?")
     settings = _settings(args)
     from graph_memory.service import export_graph
 
     to_stdout = args.output in (None, "-")
     output = _write_stdout if to_stdout else Path(args.output).expanduser().absolute()
-    result = export_graph(settings, output, with_weights=args.with_weights)
+    result = export_graph(settings, output, with_weights=args.with_weights, fmt=args.format,
+                          entities=args.entity or (), hops=1 if args.hops is None else args.hops)
     where = "stdout" if to_stdout else str(output)
     weighted = result.weighted
     print(f"exported {plural(result.entities, 'entity')} and {plural(result.relations, 'relation')} "
-          f"to {where}" + (f" with {plural(weighted, 'relation weight')}" if args.with_weights and weighted else ""),
+          f"to {where}" + (f" with {plural(weighted, 'relation weight')}" if args.with_weights and weighted else "")
+          + ("" if args.format == "jsonl" else f" as {args.format}"),
           file=sys.stderr)
-    if weighted and not args.with_weights:
+    if weighted and not args.with_weights and args.format == "jsonl":
         print(f"note: {plural(weighted, 'relation weight')} {'was' if weighted == 1 else 'were'} not written "
               f"(the reference format has no weight); add --with-weights to keep {'it' if weighted == 1 else 'them'}",
               file=sys.stderr)
@@ -576,6 +583,15 @@ def _add_export_command(command: _Command) -> None:
     exp.add_argument("-o", "--output", help="output file (default: stdout)")
     exp.add_argument("--with-weights", action="store_true",
                      help="also write relation weights (a \"weight\" key on relations whose weight is not 1.0)")
+    exp.add_argument("--format", choices=["jsonl", "mermaid", "dot"], default="jsonl",
+                     help="jsonl (the reference server's format, the default), or a picture: mermaid (a "
+                          "flowchart to paste into Markdown) or dot (Graphviz: dot -Tsvg)")
+    exp.add_argument("--entity", action="append", metavar="NAME",
+                     help="only the neighbourhood of this entity (repeatable): it and the entities within "
+                          "--hops relations of it, with the relations among them")
+    exp.add_argument("--hops", type=int, metavar="N", help="how far the neighbourhood of --entity reaches "
+                                                           "(default 1; 0: the named entities only)")
+    exp.set_defaults(usage_error=exp.error)
 
 
 def _add_data_commands(command: _Command) -> None:

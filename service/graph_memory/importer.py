@@ -19,12 +19,12 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol, TextIO
 
 from graph_memory.db import graph, records
 from graph_memory.db.paths import fsync_directory
@@ -38,7 +38,7 @@ from graph_memory.models import Entity, Relation
 
 __all__ = ["FileState", "ImportRecord", "ImportReport", "Progress", "export_file", "first_start_action",
            "first_start_import", "import_records", "load_graph", "plan_graph", "read_legacy_file", "record_path",
-           "warn_if_legacy_file_changed"]
+           "warn_if_legacy_file_changed", "write_atomically"]
 
 log = get_logger("graph_memory.importer")
 
@@ -546,6 +546,16 @@ def export_file(path: str | os.PathLike[str], entities: Iterable[Entity], relati
     Raises:
         GraphError: the folder cannot be written (the message names it).
     """
+    return write_atomically(path, lambda out: write_legacy(entities, relations, out, with_weights=with_weights))
+
+
+def write_atomically(path: str | os.PathLike[str], write: Callable[[TextIO], int]) -> int:
+    """Run ``write(stream)`` on a new UTF-8 text stream that replaces ``path`` atomically when
+    ``write`` returns (as :func:`export_file` describes); returns what ``write`` returned.
+
+    Raises:
+        GraphError: the folder or file cannot be written (nothing changed at ``path``).
+    """
     target = Path(path).expanduser().absolute()
     try:
         mode = target.stat().st_mode & 0o7777
@@ -559,7 +569,7 @@ def export_file(path: str | os.PathLike[str], entities: Iterable[Entity], relati
         raise GraphError(f"cannot write in {target.parent}: {exc.strerror or exc}") from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
-            count = write_legacy(entities, relations, out, with_weights=with_weights)
+            count = write(out)
             out.flush()
             os.fsync(out.fileno())
         os.chmod(tmp_name, mode)

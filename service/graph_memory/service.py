@@ -22,10 +22,10 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from graph_memory.db import graph
-from graph_memory.db.backend import Backend, Graph
+from graph_memory.db.backend import Backend, Graph, SqliteGraph
 from graph_memory.db.backup import BackupResult, GraphCounts, backup_database, database_files, graph_counts
 from graph_memory.db.graph import (
     AddedObservations,
@@ -37,7 +37,7 @@ from graph_memory.db.graph import (
 )
 from graph_memory.db.paths import check_database_path
 from graph_memory.db.records import ImportRecord, first_start_action, import_records
-from graph_memory.db.store import Store
+from graph_memory.db.store import Connection, Store
 from graph_memory.discover import log_hint_if_reference_files
 from graph_memory.errors import Conflict, EntityNotFound, GraphError, InvalidInput
 from graph_memory.importer import (
@@ -48,9 +48,11 @@ from graph_memory.importer import (
     load_graph,
     plan_graph,
     read_legacy_file,
+    write_atomically,
 )
 from graph_memory.legacy import write_legacy
 from graph_memory.models import Entity, GraphSlice, Mode, Relation
+from graph_memory.pictures import PICTURE_FORMATS, write_picture
 from graph_memory.settings import Settings
 
 if TYPE_CHECKING:
@@ -409,30 +411,68 @@ class ExportResult:
 
 
 def export_graph(settings: Settings, output: Path | Callable[[Callable[[Any], int]], None], *,
-                 with_weights: bool = False) -> ExportResult:
+                 with_weights: bool = False, fmt: ExportFormat = "jsonl", entities: Sequence[str] = (),
+                 hops: int = 1) -> ExportResult:
     """``graph-memory export``: write the graph as reference-server JSONL (with ``with_weights``,
-    relation weights other than 1.0 as a last ``"weight"`` key) to the file ``output`` (replaced
+    relation weights other than 1.0 as a last ``"weight"`` key), or with ``fmt`` ``"mermaid"`` /
+    ``"dot"`` as a picture (:mod:`graph_memory.pictures`), to the file ``output`` (replaced
     atomically) or through ``output(write)``, which runs ``write(stream)`` on the stream to write.
+
+    With ``entities``, only their neighbourhood: the entities within ``hops`` relations of them
+    (either direction) and the relations among those (unknown names refused).
 
     The database is opened without migrating, read in one transaction and closed before writing.
 
     Raises:
         PendingMigrationsError: migrations are pending. StoreError: no database, or it cannot be read.
-        GraphError: ``output`` is the database file itself.
+        GraphError: ``output`` is the database file itself. EntityNotFound: an ``entities`` name is no entity.
+        InvalidInput: ``hops`` is negative.
     """
+    if hops < 0:
+        raise InvalidInput(f"--hops must be 0 or more, not {hops}")
     store = open_current(settings)
     try:
-        snapshot = store.run_read(graph.read_graph) if store.has_graph_tables() else GraphSlice([], [])
+        if not store.has_graph_tables():
+            snapshot = GraphSlice([], [])
+        elif entities:
+            snapshot = store.run_read(lambda conn: _neighborhood_slice(conn, list(entities), hops))
+        else:
+            snapshot = store.run_read(graph.read_graph)
     finally:
         store.close()
+
+    def write(out: Any) -> int:
+        if fmt == "jsonl":
+            return write_legacy(snapshot.entities, snapshot.relations, out, with_weights=with_weights)
+        write_picture(fmt, [(e.name, e.entity_type) for e in snapshot.entities], snapshot.relations, out)
+        return 0
+
     if isinstance(output, Path):
         if output.exists() and output.samefile(store.path):
             raise GraphError(f"{output} is the database itself; choose another output file")
-        export_file(output, snapshot.entities, snapshot.relations, with_weights=with_weights)
+        if fmt == "jsonl":
+            export_file(output, snapshot.entities, snapshot.relations, with_weights=with_weights)
+        else:
+            write_atomically(output, write)
     else:
-        output(lambda out: write_legacy(snapshot.entities, snapshot.relations, out, with_weights=with_weights))
+        output(write)
     return ExportResult(len(snapshot.entities), len(snapshot.relations),
                         sum(1 for r in snapshot.relations if r.weight != 1.0))
+
+
+ExportFormat = Literal["jsonl", "mermaid", "dot"]
+EXPORT_FORMATS: tuple[ExportFormat, ...] = ("jsonl", *PICTURE_FORMATS)
+
+
+def _neighborhood_slice(conn: Connection, names: list[str], hops: int) -> GraphSlice:
+    """The entities within ``hops`` of ``names`` (all of them, with observations) and the
+    relations among them. Raises EntityNotFound for the first name that is no entity."""
+    area = SqliteGraph(conn).neighborhood(names, hops, None)
+    for name in names:
+        if name not in area.centers:
+            raise EntityNotFound(name)
+    chosen = graph.open_nodes(conn, [n.name for n in area.nodes]).entities
+    return GraphSlice(chosen, area.relations)
 
 
 def backup(settings: Settings, dest: str, *, force: bool = False,

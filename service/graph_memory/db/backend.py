@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from graph_memory.db import graph, search
+from graph_memory.db import explore, graph, search
+from graph_memory.db.explore import Change, EntityPage, Neighborhood
 from graph_memory.db.graph import (
     AddedObservations,
     DeleteEntitiesResult,
@@ -92,6 +93,34 @@ class Graph(Protocol):
 
     def relations_from(self, source: str, relation_type: str) -> list[Relation]:
         """The relations of type ``relation_type`` starting at ``source``."""
+        ...
+
+    # -- bounded reads for looking at the graph (graph-memory view, export --format mermaid|dot) --
+
+    def neighborhood(self, names: Sequence[str], hops: int, max_entities: int | None) -> Neighborhood:
+        """The entities within ``hops`` relations of ``names`` (at most ``max_entities``, nearest
+        first; None: all) and the relations among them, with each entity's degree."""
+        ...
+
+    def entity_page(self, name: str, max_items: int) -> EntityPage | None:
+        """The entity ``name`` with its first ``max_items`` observations, relations out and in
+        (with totals); None when there is no such entity."""
+        ...
+
+    def type_counts(self, limit: int) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+        """The ``limit`` most frequent entity types and relation types, as ``(type, count)``."""
+        ...
+
+    def totals(self) -> dict[str, int]:
+        """``{"entities", "observations", "relations"}`` counts."""
+        ...
+
+    def most_connected(self, limit: int) -> list[tuple[str, str | None, int]]:
+        """The ``limit`` entities with the most relations: ``(name, type or None, degree)``."""
+        ...
+
+    def recent_changes(self, limit: int) -> list[Change]:
+        """The ``limit`` latest additions (entities, observations, relations), newest first."""
         ...
 
 
@@ -177,6 +206,24 @@ class SqliteGraph:
 
     def relations_from(self, source: str, relation_type: str) -> list[Relation]:
         return graph.relations_from(self.conn, source, relation_type)
+
+    def neighborhood(self, names: Sequence[str], hops: int, max_entities: int | None) -> Neighborhood:
+        return explore.neighborhood(self.conn, list(names), hops, max_entities)
+
+    def entity_page(self, name: str, max_items: int) -> EntityPage | None:
+        return explore.entity_page(self.conn, name, max_items)
+
+    def type_counts(self, limit: int) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+        return explore.type_counts(self.conn, limit)
+
+    def totals(self) -> dict[str, int]:
+        return explore.totals(self.conn)
+
+    def most_connected(self, limit: int) -> list[tuple[str, str | None, int]]:
+        return explore.most_connected(self.conn, limit)
+
+    def recent_changes(self, limit: int) -> list[Change]:
+        return explore.recent_changes(self.conn, limit)
 
 
 class SqliteBackend:
