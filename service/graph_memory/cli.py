@@ -397,6 +397,15 @@ def _write_stdout(write: Callable[[Any], int]) -> None:
         out.detach()
 
 
+def cmd_view(args: argparse.Namespace) -> int:
+    """Serve the read-only web page of the database until Ctrl-C."""
+    settings = _settings(args)
+    from graph_memory.view import serve_view
+
+    serve_view(settings, host=args.view_host, port=args.view_port, open_browser=not args.no_browser)
+    return EXIT_OK
+
+
 # -- backup / stats / migrate ------------------------------------------------------------------
 
 
@@ -545,6 +554,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_import_command(command)
     _add_export_command(command)
     _add_data_commands(command)
+    _add_view_command(command)
     command("healthcheck", "exit 0 when the database opens and is fully migrated", cmd_healthcheck)
     return parser
 
@@ -615,6 +625,20 @@ def _add_data_commands(command: _Command) -> None:
                          "migration was edited, or the database cannot be opened\n"
                          "  3  --check only: migrations are pending")
     mig.add_argument("--check", action="store_true", help="only report; exit 3 when migrations are pending")
+
+
+def _add_view_command(command: _Command) -> None:
+    view = command("view", "look at the memory in a web browser (read-only)", cmd_view,
+                   epilog="Serves a local page: search (the three modes), entity pages with relations in and "
+                          "out, a neighbourhood graph, counts by type, the most connected entities and the "
+                          "latest additions. The database is opened read-only (nothing is ever written, and a "
+                          "running server may keep writing); the page answers only GET, only for the Host "
+                          "names of MEMORY_ALLOWED_HOSTS. Stop it with Ctrl-C.")
+    # Not the settings' http_host/http_port: those configure `serve`, and `_settings` reads these names.
+    view.add_argument("--host", dest="view_host", default="127.0.0.1",
+                      help="bind address (default 127.0.0.1: this machine only)")
+    view.add_argument("--port", dest="view_port", type=int, default=0, help="port (default 0: a free one)")
+    view.add_argument("--no-browser", action="store_true", help="only print the URL; do not open a browser")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
