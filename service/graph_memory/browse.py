@@ -24,17 +24,21 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 from graph_memory.db.backend import Graph, SqliteBackend
 from graph_memory.db.explore import Change, EntityPage, Neighborhood
 from graph_memory.db.store import Store
+from graph_memory.errors import GraphError
+from graph_memory.logs import get_logger
 from graph_memory.models import Entity, Mode
 from graph_memory.service import check_unicode, open_current
 from graph_memory.settings import Settings
 
 T = TypeVar("T")
+log = get_logger("graph_memory.browse")
 
 # Caps of the page: no answer grows with the graph.
 MAX_SEARCH_RESULTS = 200
@@ -86,12 +90,15 @@ class SearchPage:
 @dataclass(slots=True)
 class Overview:
     """What the memory holds: ``totals``, the most frequent entity and relation types (with
-    counts), the most connected entities and the latest additions."""
+    counts), the most connected entities (these counted at ``counted_at``, ISO 8601 UTC;
+    ``stale``: the graph changed since and a new count is under way) and the latest additions."""
 
     totals: dict[str, int]
     entity_types: list[tuple[str, int]]
     relation_types: list[tuple[str, int]]
     most_connected: list[tuple[str, str | None, int]]
+    counted_at: str = ""
+    stale: bool = False
     recent: list[Change] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -101,6 +108,8 @@ class Overview:
             "entityTypes": [{"type": t, "count": n} for t, n in self.entity_types],
             "relationTypes": [{"type": t, "count": n} for t, n in self.relation_types],
             "mostConnected": [{"name": name, "entityType": kind, "degree": n} for name, kind, n in self.most_connected],
+            "countedAt": self.counted_at,
+            "stale": self.stale,
             "recent": [c.to_dict() for c in self.recent],
         }
 
@@ -130,7 +139,9 @@ class GraphBrowser:
         self._lock = threading.Lock()
         self._store: Store | None = None
         self._state: tuple[tuple[int, int, int] | None, ...] = ()
-        self._overview: tuple[int | None, Overview] | None = None
+        self._counted: tuple[int | None, Overview] | None = None   # (graph_version, counts)
+        self._count_lock = threading.Lock()
+        self._counting: threading.Thread | None = None
 
     @classmethod
     def open(cls, settings: Settings) -> GraphBrowser:
@@ -138,6 +149,7 @@ class GraphBrowser:
         browser = cls(settings)
         with browser._lock:
             browser._current()
+        browser._start_count()  # the overview's counts, ready by the time a page asks
         return browser
 
     @property
@@ -146,7 +158,9 @@ class GraphBrowser:
         return self.settings.database_path
 
     def close(self) -> None:
-        """Close the database."""
+        """Close the database (after a count under way)."""
+        if self._counting is not None:
+            self._counting.join()
         with self._lock:
             if self._store is not None:
                 self._store.close()
@@ -178,7 +192,7 @@ class GraphBrowser:
         check_unicode(query, "query")
         limit = max(1, min(int(limit), MAX_SEARCH_RESULTS))
         # A plain read: it searches around documents waiting for the index and never writes.
-        found = self._read(lambda g: g.search(query, mode, limit + 1)).entities
+        found = self._read(lambda g: g.find_entities(query, mode, limit + 1))
         terms = _terms(query, mode)
         return SearchPage(query, mode, [_hit(e, terms) for e in found[:limit]], len(found) > limit)
 
@@ -196,24 +210,68 @@ class GraphBrowser:
         limit = max(1, min(int(limit), MAX_NEIGHBORHOOD))
         return self._read(lambda g: g.neighborhood([name], hops, limit))
 
-    def overview(self) -> Overview:
-        """Totals, types, the most connected entities and the latest additions. The counts are
-        recomputed only when the graph changed since the last overview."""
+    def overview(self, *, fresh: bool = False) -> Overview:
+        """Totals, types, the most connected entities and the latest additions (``fresh``: wait
+        for counts of the graph as it is now).
+
+        The counts scan tables (a few hundred milliseconds at 100,000 entities), so they are
+        counted on a connection of their own in a background thread, when the browser opens and
+        again whenever the graph changed (``graph_version``); meanwhile the last counts are
+        answered, marked ``stale``. Only the very first overview waits for a count.
+        """
         with self._lock:
             store = self._current()
             counters = store.change_counters()
             version = counters[1] if counters else None
-            backend = SqliteBackend(store)
-            cached = self._overview
-            if cached is None or version is None or cached[0] != version:
-                def counts(g: Graph) -> Overview:
-                    entity_types, relation_types = g.type_counts(OVERVIEW_ITEMS)
-                    return Overview(g.totals(), entity_types, relation_types, g.most_connected(OVERVIEW_ITEMS))
+            recent = SqliteBackend(store).run_read(lambda g: g.recent_changes(OVERVIEW_ITEMS))
+        counted = self._counted
+        if counted is None:
+            self._start_count().join()
+            counted = self._counted
+            if counted is None:  # the count failed (logged): count here, raising what it raises
+                self._count()
+                counted = self._counted
+            assert counted is not None
+        stale = version is None or counted[0] != version
+        if stale:
+            counting = self._start_count()
+            if fresh:
+                counting.join()
+                counted = self._counted or counted
+                stale = False
+        base = counted[1]
+        return Overview(base.totals, base.entity_types, base.relation_types, base.most_connected,
+                        base.counted_at, stale, recent)
 
-                self._overview = cached = (version, backend.run_read(counts))
-            recent = backend.run_read(lambda g: g.recent_changes(OVERVIEW_ITEMS))
-        base = cached[1]
-        return Overview(base.totals, base.entity_types, base.relation_types, base.most_connected, recent)
+    def _start_count(self) -> threading.Thread:
+        """The running count, or a new one started."""
+        with self._count_lock:
+            if self._counting is None or not self._counting.is_alive():
+                self._counting = threading.Thread(target=self._count_logged, name="graph-memory-view-count",
+                                                  daemon=True)
+                self._counting.start()
+            return self._counting
+
+    def _count_logged(self) -> None:
+        try:
+            self._count()
+        except GraphError as exc:
+            log.warning("view_count_failed", error=str(exc)[:500])
+
+    def _count(self) -> None:
+        """Count on a read-only connection of its own (the page's reads go on meanwhile)."""
+        store = open_current(self.settings)
+        try:
+            def counts(g: Graph) -> Overview:
+                entity_types, relation_types = g.type_counts(OVERVIEW_ITEMS)
+                return Overview(g.totals(), entity_types, relation_types, g.most_connected(OVERVIEW_ITEMS),
+                                datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+            counters = store.change_counters()  # before counting: a write landing meanwhile counts again
+            overview = SqliteBackend(store).run_read(counts)
+        finally:
+            store.close()
+        self._counted = (counters[1] if counters else None, overview)
 
 
 # -- where a search hit is ----------------------------------------------------------------------

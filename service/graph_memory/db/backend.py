@@ -102,6 +102,10 @@ class Graph(Protocol):
         first; None: all) and the relations among them, with each entity's degree."""
         ...
 
+    def find_entities(self, query: str, mode: Mode, limit: int) -> list[Entity]:
+        """The entities :meth:`search` finds (at most ``limit``), without relations or neighbors."""
+        ...
+
     def entity_page(self, name: str, max_items: int) -> EntityPage | None:
         """The entity ``name`` with its first ``max_items`` observations, relations out and in
         (with totals); None when there is no such entity."""
@@ -209,6 +213,9 @@ class SqliteGraph:
 
     def neighborhood(self, names: Sequence[str], hops: int, max_entities: int | None) -> Neighborhood:
         return explore.neighborhood(self.conn, list(names), hops, max_entities)
+
+    def find_entities(self, query: str, mode: Mode, limit: int) -> list[Entity]:
+        return search.search(self.conn, query, mode, limit, related=False).entities
 
     def entity_page(self, name: str, max_items: int) -> EntityPage | None:
         return explore.entity_page(self.conn, name, max_items)

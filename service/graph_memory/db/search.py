@@ -67,9 +67,12 @@ _HEAD = "e.id, e.name, e.entity_type"
 _Heads = list[tuple[int, str, str]]
 
 
-def search(conn: apsw.Connection, query: str, mode: Mode = "substring", limit: int | None = None) -> GraphSlice:
+def search(conn: apsw.Connection, query: str, mode: Mode = "substring", limit: int | None = None, *,
+           related: bool = True) -> GraphSlice:
     """Run ``search_nodes``: the matching entities (at most ``limit``), the relations with at least
-    one endpoint among them (rowid order) and the neighbors those relations reach.
+    one endpoint among them (rowid order) and the neighbors those relations reach (with
+    ``related=False`` the entities only: a page of results, whose cost does not grow with the
+    relations of the entities found).
 
     Every committed write is found, whether or not the FTS index has caught up with it yet
     (:func:`graph_memory.db.index.match_tables`).
@@ -78,18 +81,19 @@ def search(conn: apsw.Connection, query: str, mode: Mode = "substring", limit: i
         InvalidQuery: query over 2048 characters, unknown mode, or (``fts``) malformed syntax.
     """
     if mode == "substring":
-        return search_substring(conn, query, limit)
+        return search_substring(conn, query, limit, related=related)
     if mode == "words":
-        return search_words(conn, query, limit)
+        return search_words(conn, query, limit, related=related)
     if mode == "fts":
-        return search_fts(conn, query, limit)
+        return search_fts(conn, query, limit, related=related)
     raise InvalidQuery(f"unknown search mode {mode!r}; use one of: {', '.join(MODES)}")
 
 
 # -- substring ------------------------------------------------------------------------------------
 
 
-def search_substring(conn: apsw.Connection, query: str, limit: int | None = None) -> GraphSlice:
+def search_substring(conn: apsw.Connection, query: str, limit: int | None = None, *,
+                     related: bool = True) -> GraphSlice:
     """Upstream's search, exactly: an entity matches when ``query.lower()`` is a substring of
     ``name.lower()``, ``entityType.lower()`` or any ``observation.lower()`` (Python
     ``str.lower()``, the reference server's rule; not casefold). Empty query matches everything.
@@ -110,14 +114,14 @@ def search_substring(conn: apsw.Connection, query: str, limit: int | None = None
     check_query(query)
     needle = query.lower()
     if not needle:
-        return _slice(conn, _all_entities(conn, limit))
+        return _result(conn, _all_entities(conn, limit), related)
     if not _storable(needle):  # stored text never holds a lone surrogate: nothing can contain this
         return GraphSlice([], [])
     if "\n" in needle:
         candidates = _entities(conn, _substring_heads(conn, needle, None, verify=False))
         matched = [e for e in candidates if entity_matches(e, needle)]
-        return _slice(conn, matched if limit is None else matched[:limit])
-    return _slice(conn, _entities(conn, _substring_heads(conn, needle, limit, verify=True)))
+        return _result(conn, matched if limit is None else matched[:limit], related)
+    return _result(conn, _entities(conn, _substring_heads(conn, needle, limit, verify=True)), related)
 
 
 def _substring_heads(conn: apsw.Connection, needle: str, limit: int | None, *, verify: bool) -> _Heads:
@@ -138,6 +142,11 @@ def _substring_heads(conn: apsw.Connection, needle: str, limit: int | None, *, v
     if len(indexes) > 1:  # two lists, each in rowid order
         heads.sort()
     return heads if limit is None else heads[:limit]
+
+
+def _result(conn: apsw.Connection, entities: list[Entity], related: bool) -> GraphSlice:
+    """The entities found, with their relations and neighbors when ``related``."""
+    return _slice(conn, entities) if related else GraphSlice(entities, [])
 
 
 def trigram_cover(needle: str) -> str:
@@ -161,7 +170,8 @@ def entity_matches(entity: Entity, needle: str) -> bool:
 # -- words ----------------------------------------------------------------------------------------
 
 
-def search_words(conn: apsw.Connection, query: str, limit: int | None = None) -> GraphSlice:
+def search_words(conn: apsw.Connection, query: str, limit: int | None = None, *,
+                 related: bool = True) -> GraphSlice:
     """Every whitespace-separated term of ``query`` (``str.split()``, each lower-cased with
     ``str.lower()``) must be a substring of the entity's lower-cased name, type or one of its
     observations — not necessarily the same field for every term.
@@ -179,7 +189,7 @@ def search_words(conn: apsw.Connection, query: str, limit: int | None = None) ->
     check_query(query)
     terms = _unique(t.lower() for t in query.split())
     if not terms:
-        return _slice(conn, _all_entities(conn, limit))
+        return _result(conn, _all_entities(conn, limit), related)
     if not all(_storable(t) for t in terms):  # a term no stored text can contain (lone surrogate)
         return GraphSlice([], [])
     params: dict[str, Any] = {f"t{i}": t for i, t in enumerate(terms)}
@@ -198,13 +208,14 @@ def search_words(conn: apsw.Connection, query: str, limit: int | None = None) ->
             f"+ {obs_w} * (instr(s.observations, :t{i}) > 0)" for i in range(len(terms)))
         heads = _fetch(conn, f"SELECT {_HEAD} FROM entity_search s JOIN entities e ON e.id = s.entity_id "
                              f"WHERE {checks} ORDER BY {score} DESC, s.entity_id {_limit(limit)}", params)
-    return _slice(conn, _entities(conn, heads))
+    return _result(conn, _entities(conn, heads), related)
 
 
 # -- fts ------------------------------------------------------------------------------------------
 
 
-def search_fts(conn: apsw.Connection, query: str, limit: int | None = None) -> GraphSlice:
+def search_fts(conn: apsw.Connection, query: str, limit: int | None = None, *,
+               related: bool = True) -> GraphSlice:
     """Raw FTS5 query syntax over the index: ``"exact phrase"``, ``prefix*``, ``AND`` / ``OR`` /
     ``NOT`` (upper case), implicit AND between terms, ``NEAR(a b, 10)``, ``^start``, and column
     filters ``name:``, ``entityType:`` (also ``entity_type:``, ``type:``) and ``observations:``
@@ -230,7 +241,7 @@ def search_fts(conn: apsw.Connection, query: str, limit: int | None = None) -> G
         # compile_fts accepts only what FTS5 accepts; this is a safety net, never a raw message.
         raise InvalidQuery(f"the fts query {_excerpt(query)} could not be run by the search index; "
                            f"simplify it or use mode 'words'") from None
-    return _slice(conn, _entities(conn, heads))
+    return _result(conn, _entities(conn, heads), related)
 
 
 def compile_fts(query: str) -> str:

@@ -6,6 +6,7 @@ Routes (GET only; every answer bounded, see :mod:`graph_memory.browse`):
 ``/``                      the page (``static/index.html``)
 ``/static/…``              its scripts, styles and the vendored cytoscape.js
 ``/api/overview``          totals, counts by type, most connected entities, latest additions
+                           (``fresh=1``: wait for counts of the graph as it is now)
 ``/api/search``            ``q``, ``mode`` (substring, words, fts), ``limit`` (≤ 200)
 ``/api/entity``            ``name``: the entity page, 404 when there is none
 ``/api/neighborhood``      ``name``, ``hops`` (1–2), ``limit`` (≤ 150 entities)
@@ -146,7 +147,7 @@ def build_view_app(browser: GraphBrowser, *, allowed_hosts: Iterable[str], allow
 
     def overview(request: Request) -> Response:
         try:
-            return _json(browser.overview().to_dict())
+            return _json(browser.overview(fresh=request.query_params.get("fresh") == "1").to_dict())
         except GraphError as exc:
             return _error(exc)
 

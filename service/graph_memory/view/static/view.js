@@ -89,7 +89,7 @@
       Promise.all([api("api/entity", { name }), api("api/neighborhood", { name, hops, limit: 40 })])
         .then(render(([entity, area]) => renderEntity(entity, area, hops)), fail);
     } else {
-      api("api/overview").then(render(renderOverview), fail);
+      api("api/overview", params.get("fresh") === "1" ? { fresh: 1 } : {}).then(render(renderOverview), fail);
     }
   }
 
@@ -123,7 +123,9 @@
           : [entityLink(c.entity), ` —${c.text}→ `, entityLink(c.other)];
       return el("li", {}, ...what, el("time", { className: "when", dateTime: c.at }, c.at.replace("T", " ").slice(0, 19)));
     }));
-    show(el("h1", {}, "Your memory"), totals, el("div", { className: "grid" },
+    const counted = el("p", { className: "note", id: "counted" }, `counted ${data.countedAt.replace("T", " ").replace("Z", " UTC")}`,
+      data.stale ? " · the memory changed since: " : "", data.stale ? el("a", { href: "#/?fresh=1" }, "count again") : null);
+    show(el("h1", {}, "Your memory"), totals, counted, el("div", { className: "grid" },
       el("section", { className: "card" }, el("h2", {}, "Entity types"), countTable(data.entityTypes, "type")),
       el("section", { className: "card" }, el("h2", {}, "Relation types"), countTable(data.relationTypes, "type")),
       el("section", { className: "card" }, el("h2", {}, "Most connected"), connected),
