@@ -204,7 +204,7 @@
     const elements = [];
     for (const n of area.nodes) {
       const label = n.hidden > 0 ? `${n.name} (+${n.hidden})` : n.name;
-      elements.push({ group: "nodes", data: { id: "n:" + n.name, name: n.name, label, color: typeColor(n.entityType), center: n.name === center ? 1 : 0, entity: n.entityType === null ? 0 : 1 } });
+      elements.push({ group: "nodes", data: { id: "n:" + n.name, name: n.name, label, color: typeColor(n.entityType), center: n.name === center ? 1 : 0, hops: n.hops, entity: n.entityType === null ? 0 : 1 } });
     }
     area.relations.forEach((r, i) => {
       elements.push({ group: "edges", data: { id: "e" + i, source: "n:" + r.from, target: "n:" + r.to, label: r.relationType } });
@@ -212,7 +212,11 @@
     state.cy = window.cytoscape({
       container,
       elements,
-      layout: { name: "cose", animate: false, randomize: false, nodeRepulsion: 9000, idealEdgeLength: 90, padding: 20 },
+      // rings around the entity by distance: readable for a neighbourhood, and the same picture every time
+      layout: { name: "concentric", concentric: (node) => 10 - node.data("hops"), levelWidth: () => 1,
+        minNodeSpacing: 40, spacingFactor: 1.1, animate: false, padding: 30 },
+      minZoom: 0.2,
+      maxZoom: 1.5,
       style: [
         { selector: "node", style: { "background-color": "data(color)", label: "data(label)", "font-size": 11, color: "#1d2330", "text-valign": "bottom", "text-margin-y": 4, "text-max-width": 140, "text-wrap": "ellipsis", width: 18, height: 18 } },
         { selector: "node[center = 1]", style: { width: 30, height: 30, "border-width": 3, "border-color": "#1d2330", "font-weight": "bold" } },
