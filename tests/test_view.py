@@ -14,12 +14,14 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx2
 import pytest
 from starlette.testclient import TestClient
 
 from graph_memory.browse import GraphBrowser
 from graph_memory.db import graph
 from graph_memory.db.store import Store
+from graph_memory.errors import SettingsError
 from graph_memory.models import MODES, Entity, Relation
 from graph_memory.settings import Settings
 from graph_memory.view.app import build_view_app
@@ -267,3 +269,62 @@ def test_view_of_a_missing_database_is_refused_without_creating_it(tmp_path: Pat
     assert result.returncode == 1 and "graph-memory: error:" in result.stderr
     assert not missing.exists() and list(tmp_path.iterdir()) == []
 
+
+
+# -- under the streamable-HTTP server (MEMORY_HTTP_VIEW_PATH) -------------------------------------
+
+
+def test_http_server_serves_no_view_unless_asked(db_path: Path) -> None:
+    from test_http import running
+
+    seed(db_path)
+    with running(db_path) as srv:
+        assert httpx2.get(f"{srv.url}/view/").status_code == 404
+
+
+def test_http_server_serves_the_view_under_its_path_read_only(db_path: Path) -> None:
+    from test_http import running
+
+    seed(db_path)
+    with running(db_path, http_view_path="/memory/view/") as srv, httpx2.Client(base_url=srv.url) as http:
+        redirect = http.get("/memory/view")
+        assert redirect.status_code == 307 and redirect.headers["location"].endswith("/memory/view/")
+        page = http.get("/memory/view/")
+        assert page.status_code == 200 and 'src="static/view.js"' in page.text
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+        assert http.get("/memory/view/static/view.js").status_code == 200
+        data = http.get("/memory/view/api/search", params={"q": "green tea"}).json()
+        assert [h["name"] for h in data["results"]] == ["Alice"]
+        assert http.post("/memory/view/api/search", json={}).status_code == 405
+        assert http.delete("/memory/view/api/entity", params={"name": "Alice"}).status_code == 405
+        assert http.get("/memory/view/api/overview", headers={"host": "evil.example"}).status_code == 421
+        assert http.get("/memory/view/api/overview", headers={"origin": "http://evil.example"}).status_code == 403
+        assert http.get("/healthz").status_code == 200   # the rest of the server is as it was
+
+
+def test_http_view_needs_the_bearer_token_when_one_is_set(db_path: Path) -> None:
+    from test_http import TOKEN, running
+
+    seed(db_path)
+    with running(db_path, http_token=TOKEN, http_view_path="/view") as srv, httpx2.Client(base_url=srv.url) as http:
+        assert http.get("/view/").status_code == 401
+        assert http.get("/view/api/overview").status_code == 401
+        authorized = http.get("/view/api/entity", params={"name": "Alice"},
+                              headers={"authorization": f"Bearer {TOKEN}"})
+        assert authorized.status_code == 200 and authorized.json()["entityType"] == "person"
+
+
+@pytest.mark.parametrize(("value", "problem"), [
+    ("/mcp", "taken by the MCP server"), ("/healthz/", "taken by the MCP server"), ("view", "not a URL path"),
+    ("/", "not a URL path"), ("/a b", "not a URL path"), ("/mcp/view", "taken by the MCP server"),
+])
+def test_view_path_setting_is_checked(monkeypatch: pytest.MonkeyPatch, value: str, problem: str) -> None:
+    monkeypatch.setenv("MEMORY_HTTP_VIEW_PATH", value)
+    with pytest.raises(SettingsError, match="MEMORY_HTTP_VIEW_PATH") as info:
+        Settings.load()
+    assert problem in str(info.value)
+
+
+def test_view_path_setting_drops_a_trailing_slash(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMORY_HTTP_VIEW_PATH", "/memory/view/")
+    assert Settings.load().http_view_path == "/memory/view"
