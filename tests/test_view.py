@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
@@ -328,3 +329,42 @@ def test_view_path_setting_is_checked(monkeypatch: pytest.MonkeyPatch, value: st
 def test_view_path_setting_drops_a_trailing_slash(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMORY_HTTP_VIEW_PATH", "/memory/view/")
     assert Settings.load().http_view_path == "/memory/view"
+
+
+# -- every read of a page is an indexed, bounded query ---------------------------------------------
+
+
+def test_page_reads_use_indexes_not_table_scans(db_path: Path) -> None:
+    """Every statement behind the entity page, the neighbourhood, the latest additions and a search
+    page finds its rows through an index (or reads a rowid range backwards under a LIMIT): none
+    scans a graph table, so their cost does not grow with the graph."""
+    seed(db_path)
+    store = Store.open_readonly(db_path)
+    statements: list[tuple[str, Any]] = []
+
+    def trace(_cursor: Any, sql: str, bindings: Any) -> bool:
+        if not sql.lstrip().upper().startswith(("EXPLAIN", "BEGIN", "COMMIT", "PRAGMA")):
+            statements.append((sql, bindings))
+        return True
+
+    try:
+        from graph_memory.db import explore, search
+
+        def reads(conn: Any) -> None:
+            conn.exec_trace = trace
+            explore.entity_page(conn, "Hub", 200)
+            explore.neighborhood(conn, ["Hub", "Alice"], 2, 40)
+            explore.recent_changes(conn, 15)
+            search.search(conn, "green tea", "substring", 51, related=False)
+            conn.exec_trace = None
+            for sql, bindings in statements:
+                plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, bindings or ())]
+                for step in plan:
+                    scanned = re.match(r"SCAN (entities|observations|relations|entity_search)\b", step)
+                    backwards = "ORDER BY id DESC LIMIT" in sql   # the latest rows, LIMIT-bounded
+                    assert not scanned or backwards, f"{step} in {sql}"
+
+        store.run_read(reads)
+    finally:
+        store.close()
+    assert len(statements) >= 10
