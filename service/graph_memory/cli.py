@@ -521,7 +521,7 @@ _Command = Callable[..., argparse.ArgumentParser]   # adds one subcommand: comma
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (commands: serve, import, export, backup, stats, migrate, healthcheck)."""
+    """The argument parser (commands: serve, import, export, backup, stats, migrate, healthcheck, view)."""
     from graph_memory import package_version
 
     parser = argparse.ArgumentParser(
