@@ -66,15 +66,23 @@ def _install_chromium() -> str | None:
 
 
 @pytest.fixture(scope="session")
-def chromium() -> Iterator[Browser]:
+def chromium_path() -> Path:
+    """Debian's Chromium, installed when missing (see the module docstring)."""
+    if not CHROMIUM.exists() and (problem := _install_chromium()) is not None:
+        _unavailable(problem)
+    return CHROMIUM
+
+
+# Module scope: Playwright's sync API runs an event loop in this thread while it is started, and
+# the async tests of later modules need the thread's loop free again.
+@pytest.fixture(scope="module")
+def chromium(chromium_path: Path) -> Iterator[Browser]:
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
         _unavailable("Playwright for Python is missing: pip install -e '.[test]'")
-    if not CHROMIUM.exists() and (problem := _install_chromium()) is not None:
-        _unavailable(problem)
     with sync_playwright() as driver:
-        browser = driver.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        browser = driver.chromium.launch(executable_path=str(chromium_path), args=CHROMIUM_ARGS)
         yield browser
         browser.close()
 

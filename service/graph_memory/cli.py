@@ -354,7 +354,8 @@ def _print_import(report: ImportReport) -> None:
 def cmd_export(args: argparse.Namespace) -> int:
     """Write the graph in the reference server's JSONL format to a file (atomically) or stdout;
     with --with-weights, relation weights other than 1.0 too (a ``"weight"`` key that
-    ``graph-memory import`` reads back)."""
+    ``graph-memory import`` reads back); with --format mermaid|dot a picture instead; with
+    --entity (and --hops) only that neighbourhood."""
     if args.with_weights and args.format != "jsonl":
         args.usage_error(f"--with-weights is for --format jsonl; a {args.format} picture always shows weights "
                          f"other than 1")
@@ -583,13 +584,16 @@ def _add_import_command(command: _Command) -> None:
 
 
 def _add_export_command(command: _Command) -> None:
-    exp = command("export", "write the graph as reference-server JSONL", cmd_export,
+    exp = command("export", "write the graph as reference-server JSONL, or as a Mermaid or DOT picture", cmd_export,
                   epilog="Entities then relations, one compact JSON object per line, as the reference server "
                          "writes them. A file is replaced atomically (never left half-written).\n\n"
                          "Relation weights are not part of that format: by default they are left out (the "
                          "output is byte for byte what the reference server writes). With --with-weights a "
                          "relation whose weight is not 1.0 gets a last key \"weight\", which the import "
-                         "command reads back (the reference server ignores it): a full copy.")
+                         "command reads back (the reference server ignores it): a full copy.\n\n"
+                         "--format mermaid / dot write a picture instead (names and types on the nodes, relation "
+                         "types on the arrows, every text escaped for the format), of the whole graph or, with "
+                         "--entity, of the entities within --hops relations of the named ones.")
     exp.add_argument("-o", "--output", help="output file (default: stdout)")
     exp.add_argument("--with-weights", action="store_true",
                      help="also write relation weights (a \"weight\" key on relations whose weight is not 1.0)")

@@ -99,9 +99,17 @@ class _ViewServer(uvicorn.Server):
                 signal.signal(sig, handler)
 
 
+# Text-mode browsers Python's webbrowser falls back to without a display: they would take over
+# the terminal the view runs in, so the URL is only printed then.
+_CONSOLE_BROWSERS = frozenset({"www-browser", "links", "elinks", "lynx", "w3m"})
+
+
 def _open(url: str) -> None:
     try:
-        if not webbrowser.open(url):
+        browser = webbrowser.get()
+        if isinstance(browser, webbrowser.GenericBrowser) and browser.name in _CONSOLE_BROWSERS:
+            log.info("view_no_browser", hint="no graphical browser; open the URL yourself")
+        elif not browser.open(url):
             log.info("view_no_browser", hint="open the URL yourself")
     except webbrowser.Error as exc:
         log.info("view_no_browser", error=str(exc))
