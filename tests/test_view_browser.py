@@ -38,6 +38,7 @@ SCRIPT = Path(sys.executable).with_name("graph-memory")
 HOSTILE_NAME = '<img src=x onerror="window.__pwned=1">'
 HOSTILE_OBSERVATIONS = ["<script>window.__pwned=2</script>", "quotes \" ' & <b>bold</b> `tick` ${x}",
                         "javascript:window.__pwned=3"]
+URL_NAME = "A&B #1 + 50% ?x=/y z"
 # Records every Content-Security-Policy violation the page causes (injected by the browser driver,
 # which CSP does not govern).
 CSP_PROBE = ("window.__csp = []; document.addEventListener('securitypolicyviolation', "
@@ -95,10 +96,12 @@ def seed(path: Path) -> None:
         Entity("Lyon", "city", ["in France"]),
         Entity("Cleo", "person", ["met Bob at the conservatory"]),
         Entity(HOSTILE_NAME, "<i>type</i>", HOSTILE_OBSERVATIONS),
+        Entity(URL_NAME, "odd", ["a name full of URL syntax"]),
     ]))
     store.run_write(lambda c: graph.create_relations(c, [
         Relation("Alice", "Bob", "knows", 0.75), Relation("Alice", "Lyon", "lives_in"),
-        Relation("Cleo", "Bob", "knows"), Relation(HOSTILE_NAME, "Alice", "<script>alert(4)</script>")]))
+        Relation("Cleo", "Bob", "knows"), Relation(HOSTILE_NAME, "Alice", "<script>alert(4)</script>"),
+        Relation(URL_NAME, "Cleo", "knows")]))
     store.close()
 
 
@@ -210,8 +213,8 @@ def test_graph_canvas_draws_the_neighbourhood_and_a_click_navigates(view: ViewPr
     assert page.locator("#graph canvas").count() >= 1
     page.click("text=2 hops")
     wait_until(page, "location.hash.endsWith('hops=2') && window.graphMemoryView.cy "
-                     "&& window.graphMemoryView.cy.nodes().length === 5")
-    assert graph_nodes(page) == sorted(["Alice", "Bob", "Cleo", "Lyon", HOSTILE_NAME])
+                     "&& window.graphMemoryView.cy.nodes().length === 6")
+    assert graph_nodes(page) == sorted(["Alice", "Bob", "Cleo", "Lyon", HOSTILE_NAME, URL_NAME])
     # a real click on the node drawn for Lyon opens its page
     x, y = page.evaluate("""() => {
         const cy = window.graphMemoryView.cy, box = cy.container().getBoundingClientRect();
@@ -240,6 +243,19 @@ def test_hostile_stored_strings_render_as_text_and_run_nothing(view: ViewProcess
 
 
 _RPC_LOCK = threading.Lock()
+
+
+def test_names_full_of_url_syntax_navigate_both_ways(view: ViewProcess, page: Page) -> None:
+    page.goto(view.url)
+    page.fill("#search-input", "50% ?x=/y")
+    page.press("#search-input", "Enter")
+    page.wait_for_selector("#results li")
+    page.click("#results li a")
+    wait_until(page, entity_shown(URL_NAME))
+    page.locator("table.relations-out a", has_text="Cleo").click()
+    wait_until(page, entity_shown("Cleo"))
+    page.locator("table.relations-in a", has_text="A&B").click()
+    wait_until(page, entity_shown(URL_NAME))
 
 
 def _rpc(server: subprocess.Popen[str], message: dict[str, Any]) -> dict[str, Any] | None:
