@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graph_memory import cli, importer
+from graph_memory import cli, importer, service
 from graph_memory.db import graph
 from graph_memory.db.backend import SqliteBackend
 from graph_memory.db.store import Store
@@ -162,7 +162,7 @@ def test_failed_export_keeps_the_previous_file_and_leaves_no_half_file(db_path: 
         stream.flush()
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(importer, "write_legacy", disk_full)
+    monkeypatch.setattr(service, "write_legacy", disk_full)
     code = cli.main(["--database", str(db_path), "export", "-o", str(out)])
     err = capsys.readouterr().err
     assert code == 1 and "No space left on device" in err and "left as it was" in err

@@ -357,21 +357,29 @@ def _print_import(report: ImportReport) -> None:
 def cmd_export(args: argparse.Namespace) -> int:
     """Write the graph in the reference server's JSONL format to a file (atomically) or stdout;
     with --with-weights, relation weights other than 1.0 too (a ``"weight"`` key that
-    ``graph-memory import`` reads back)."""
+    ``graph-memory import`` reads back); with --format mermaid|dot a picture instead; with
+    --entity (and --hops) only that neighbourhood."""
+    if args.with_weights and args.format == "memorymesh":
+        args.usage_error("--with-weights belongs to the reference format; --format memorymesh always writes weights")
+    if args.with_weights and args.format != "jsonl":
+        args.usage_error(f"--with-weights is for --format jsonl; a {args.format} picture always shows weights "
+                         f"other than 1")
+    if args.hops is not None and not args.entity:
+        args.usage_error("--hops needs --entity NAME: the neighbourhood of which entity?")
     settings = _settings(args)
     from graph_memory.service import export_graph
 
     to_stdout = args.output in (None, "-")
     output = _write_stdout if to_stdout else Path(args.output).expanduser().absolute()
-    if args.format == "memorymesh" and args.with_weights:
-        args.usage_error("--with-weights belongs to the reference format; --format memorymesh always writes weights")
-    result = export_graph(settings, output, with_weights=args.with_weights, file_format=args.format)
+    result = export_graph(settings, output, with_weights=args.with_weights, fmt=args.format,
+                          entities=args.entity or (), hops=1 if args.hops is None else args.hops)
     where = "stdout" if to_stdout else str(output)
     weighted = result.weighted
     print(f"exported {plural(result.entities, 'entity')} and {plural(result.relations, 'relation')} "
-          f"to {where}" + (f" with {plural(weighted, 'relation weight')}" if args.with_weights and weighted else ""),
+          f"to {where}" + (f" with {plural(weighted, 'relation weight')}" if args.with_weights and weighted else "")
+          + ("" if args.format == "jsonl" else f" as {args.format}"),
           file=sys.stderr)
-    if weighted and not args.with_weights and args.format == "reference":
+    if weighted and not args.with_weights and args.format == "jsonl":
         print(f"note: {plural(weighted, 'relation weight')} {'was' if weighted == 1 else 'were'} not written "
               f"(the reference format has no weight); add --with-weights to keep {'it' if weighted == 1 else 'them'}",
               file=sys.stderr)
@@ -393,6 +401,15 @@ def _write_stdout(write: Callable[[TextIO], int]) -> None:
         out.flush()
     finally:
         out.detach()
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    """Serve the read-only web page of the database until Ctrl-C."""
+    settings = _settings(args)
+    from graph_memory.view import serve_view
+
+    serve_view(settings, host=args.view_host, port=args.view_port, open_browser=not args.no_browser)
+    return EXIT_OK
 
 
 # -- backup / stats / migrate ------------------------------------------------------------------
@@ -508,7 +525,7 @@ _Command = Callable[..., argparse.ArgumentParser]   # adds one subcommand: comma
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (commands: serve, import, export, backup, stats, migrate, healthcheck)."""
+    """The argument parser (commands: serve, import, export, backup, stats, migrate, healthcheck, view)."""
     from graph_memory import package_version
 
     parser = argparse.ArgumentParser(
@@ -541,6 +558,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_import_command(command)
     _add_export_command(command)
     _add_data_commands(command)
+    _add_view_command(command)
     command("healthcheck", "exit 0 when the database opens and is fully migrated", cmd_healthcheck)
     return parser
 
@@ -569,20 +587,30 @@ def _add_import_command(command: _Command) -> None:
 
 
 def _add_export_command(command: _Command) -> None:
-    exp = command("export", "write the graph as reference-server JSONL", cmd_export,
+    exp = command("export", "write the graph as reference-server JSONL, or as a Mermaid or DOT picture", cmd_export,
                   epilog="Entities then relations, one compact JSON object per line, as the reference server "
                          "writes them. A file is replaced atomically (never left half-written).\n\n"
                          "Relation weights are not part of that format: by default they are left out (the "
                          "output is byte for byte what the reference server writes). With --with-weights a "
                          "relation whose weight is not 1.0 gets a last key \"weight\", which the import "
-                         "command reads back (the reference server ignores it): a full copy.")
+                         "command reads back (the reference server ignores it): a full copy.\n\n"
+                         "--format mermaid / dot write a picture instead (names and types on the nodes, relation "
+                         "types on the arrows, every text escaped for the format), of the whole graph or, with "
+                         "--entity, of the entities within --hops relations of the named ones.")
     exp.add_argument("-o", "--output", help="output file (default: stdout)")
     exp.set_defaults(usage_error=exp.error)
-    exp.add_argument("--format", choices=("reference", "memorymesh"), default="reference",
-                     help="reference (default): the reference server's JSONL; memorymesh: MemoryMesh's memory "
-                          "file (node and edge lines, every weight), which MemoryMesh reads")
     exp.add_argument("--with-weights", action="store_true",
                      help="also write relation weights (a \"weight\" key on relations whose weight is not 1.0)")
+    exp.add_argument("--format", choices=["jsonl", "memorymesh", "mermaid", "dot"], default="jsonl",
+                     help="jsonl (the reference server's format, the default); memorymesh: MemoryMesh's memory "
+                          "file (node and edge lines, every weight), which MemoryMesh reads; or a picture: "
+                          "mermaid (a flowchart to paste into Markdown) or dot (Graphviz: dot -Tsvg)")
+    exp.add_argument("--entity", action="append", metavar="NAME",
+                     help="only the neighbourhood of this entity (repeatable): it and the entities within "
+                          "--hops relations of it, with the relations among them")
+    exp.add_argument("--hops", type=int, metavar="N", help="how far the neighbourhood of --entity reaches "
+                                                           "(default 1; 0: the named entities only)")
+    exp.set_defaults(usage_error=exp.error)
 
 
 def _add_data_commands(command: _Command) -> None:
@@ -606,6 +634,20 @@ def _add_data_commands(command: _Command) -> None:
                          "migration was edited, or the database cannot be opened\n"
                          "  3  --check only: migrations are pending")
     mig.add_argument("--check", action="store_true", help="only report; exit 3 when migrations are pending")
+
+
+def _add_view_command(command: _Command) -> None:
+    view = command("view", "look at the memory in a web browser (read-only)", cmd_view,
+                   epilog="Serves a local page: search (the three modes), entity pages with relations in and "
+                          "out, a neighbourhood graph, counts by type, the most connected entities and the "
+                          "latest additions. The database is opened read-only (nothing is ever written, and a "
+                          "running server may keep writing); the page answers only GET, only for the Host "
+                          "names of MEMORY_ALLOWED_HOSTS. Stop it with Ctrl-C.")
+    # Not the settings' http_host/http_port: those configure `serve`, and `_settings` reads these names.
+    view.add_argument("--host", dest="view_host", default="127.0.0.1",
+                      help="bind address (default 127.0.0.1: this machine only)")
+    view.add_argument("--port", dest="view_port", type=int, default=0, help="port (default 0: a free one)")
+    view.add_argument("--no-browser", action="store_true", help="only print the URL; do not open a browser")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

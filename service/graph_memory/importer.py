@@ -37,7 +37,8 @@ from graph_memory.meshfile import parse_memory_file
 from graph_memory.models import Entity, Relation
 
 __all__ = ["FileState", "ImportRecord", "ImportReport", "Progress", "export_file", "first_start_import",
-           "load_graph", "plan_graph", "read_legacy_file", "record_path", "warn_if_legacy_file_changed"]
+           "load_graph", "plan_graph", "read_legacy_file", "record_path", "warn_if_legacy_file_changed",
+           "write_atomically"]
 
 log = get_logger("graph_memory.importer")
 
@@ -554,6 +555,19 @@ def export_file(path: str | os.PathLike[str], entities: Iterable[Entity], relati
     Raises:
         OutputError: the folder cannot be written (the message names it).
     """
+    if writer is not None:
+        return write_atomically(path, lambda out: writer(entities, relations, out))
+    return write_atomically(path, lambda out: write_legacy(entities, relations, out, with_weights=with_weights,
+                                                           inverses=inverses))
+
+
+def write_atomically(path: str | os.PathLike[str], write: Callable[[TextIO], int]) -> int:
+    """Run ``write(stream)`` on a new UTF-8 text stream that replaces ``path`` atomically when
+    ``write`` returns (as :func:`export_file` describes); returns what ``write`` returned.
+
+    Raises:
+        OutputError: the folder or file cannot be written (nothing changed at ``path``).
+    """
     target = Path(path).expanduser().absolute()
     try:
         mode = target.stat().st_mode & 0o7777
@@ -567,8 +581,7 @@ def export_file(path: str | os.PathLike[str], entities: Iterable[Entity], relati
         raise OutputError(f"cannot write in {target.parent}: {exc.strerror or exc}") from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
-            count = (writer(entities, relations, out) if writer is not None
-                     else write_legacy(entities, relations, out, with_weights=with_weights, inverses=inverses))
+            count = write(out)
             out.flush()
             os.fsync(out.fileno())
         os.chmod(tmp_name, mode)

@@ -44,11 +44,11 @@ from graph_memory.errors import (
 from graph_memory.importer import (
     ImportReport,
     Progress,
-    export_file,
     first_start_import,
     load_graph,
     plan_graph,
     read_legacy_file,
+    write_atomically,
 )
 from graph_memory.legacy import write_legacy
 from graph_memory.meshfile import write_memorymesh
@@ -67,6 +67,7 @@ from graph_memory.models import (
     WeightChange,
 )
 from graph_memory.paging import ReadPosition, SearchPosition, binding, decode_cursor, encode_cursor, parse_since
+from graph_memory.pictures import PICTURE_FORMATS, write_picture
 from graph_memory.settings import Settings
 
 if TYPE_CHECKING:
@@ -707,37 +708,67 @@ class ExportResult:
 
 
 def export_graph(settings: Settings, output: Path | Callable[[Callable[[TextIO], int]], None], *,
-                 with_weights: bool = False, file_format: Literal["reference", "memorymesh"] = "reference"
-                 ) -> ExportResult:
+                 with_weights: bool = False, fmt: ExportFormat = "jsonl", entities: Sequence[str] = (),
+                 hops: int = 1) -> ExportResult:
     """``graph-memory export``: write the graph as reference-server JSONL (with ``with_weights``,
-    relation weights other than 1.0 as a last ``"weight"`` key; ``file_format="memorymesh"``:
-    MemoryMesh's node/edge lines, every weight included) to the file ``output`` (replaced
+    relation weights other than 1.0 as a last ``"weight"`` key), with ``fmt="memorymesh"`` as
+    MemoryMesh's node/edge lines (every weight included), or with ``fmt`` ``"mermaid"`` /
+    ``"dot"`` as a picture (:mod:`graph_memory.pictures`), to the file ``output`` (replaced
     atomically) or through ``output(write)``, which runs ``write(stream)`` on the stream to write.
+
+    With ``entities``, only their neighbourhood: the entities within ``hops`` relations of them
+    (either direction) and the relations among those (unknown names refused).
 
     The database is opened without migrating, read in one transaction and closed before writing.
 
     Raises:
         PendingMigrationsError: migrations are pending. StoreError: no database, or it cannot be read.
-        OutputError: ``output`` is the database file itself.
+        OutputError: ``output`` is the database file itself. EntityNotFound: an ``entities`` name is no entity.
+        InvalidInput: ``hops`` is negative.
     """
+    if hops < 0:
+        raise InvalidInput(f"--hops must be 0 or more, not {hops}")
     inverses: dict[tuple[str, str, str], str] = {}
     with opened(settings, "current") as backend:
-        if backend.has_graph():
-            snapshot, inverses = backend.run_read(lambda g: (g.read_graph(), g.inverse_links()))
-        else:
+        if not backend.has_graph():
             snapshot = GraphSlice([], [])
+        elif entities:
+            snapshot = backend.run_read(lambda g: _neighborhood_slice(g, list(entities), hops))
+        else:
+            snapshot, inverses = backend.run_read(lambda g: (g.read_graph(), g.inverse_links()))
+
+    def write(out: TextIO) -> int:
+        if fmt == "jsonl":
+            return write_legacy(snapshot.entities, snapshot.relations, out, with_weights=with_weights,
+                                inverses=inverses)
+        if fmt == "memorymesh":
+            return write_memorymesh(snapshot.entities, snapshot.relations, out)
+        write_picture(fmt, [(e.name, e.entity_type) for e in snapshot.entities], snapshot.relations, out)
+        return 0
+
     if isinstance(output, Path):
         if isinstance(backend.path, Path) and output.exists() and output.samefile(backend.path):
             raise OutputError(f"{output} is the database itself; choose another output file")
-        export_file(output, snapshot.entities, snapshot.relations, with_weights=with_weights,
-                    writer=write_memorymesh if file_format == "memorymesh" else None, inverses=inverses)
-    elif file_format == "memorymesh":
-        output(lambda out: write_memorymesh(snapshot.entities, snapshot.relations, out))
+        write_atomically(output, write)
     else:
-        output(lambda out: write_legacy(snapshot.entities, snapshot.relations, out, with_weights=with_weights,
-                                        inverses=inverses))
+        output(write)
     return ExportResult(len(snapshot.entities), len(snapshot.relations),
                         sum(1 for r in snapshot.relations if r.weight != 1.0))
+
+
+ExportFormat = Literal["jsonl", "memorymesh", "mermaid", "dot"]
+EXPORT_FORMATS: tuple[ExportFormat, ...] = ("jsonl", "memorymesh", *PICTURE_FORMATS)
+
+
+def _neighborhood_slice(g: Graph, names: list[str], hops: int) -> GraphSlice:
+    """The entities within ``hops`` of ``names`` (all of them, with observations) and the
+    relations among them. Raises EntityNotFound for the first name that is no entity."""
+    area = g.neighborhood(names, hops, None)
+    for name in names:
+        if name not in area.centers:
+            raise EntityNotFound(name)
+    chosen = g.open_nodes([n.name for n in area.nodes]).entities
+    return GraphSlice(chosen, area.relations)
 
 
 def backup(settings: Settings, dest: str, *, force: bool = False,

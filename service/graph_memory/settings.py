@@ -5,6 +5,7 @@ Every value has a default that works on a fresh machine; see the settings table 
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Literal
@@ -103,6 +104,10 @@ class Settings(BaseSettings):
         description="Most handshake-era HTTP sessions open at once; past it a new session gets HTTP 503 "
         "with a JSON-RPC error, existing sessions keep working.",
     )
+    http_view_path: str | None = Field(
+        None, description="When set (e.g. /view), the read-only page of 'graph-memory view' is served under this "
+        "path of the HTTP server, behind the same bearer token and Host/Origin checks as /mcp.",
+    )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
     log_format: Literal["json", "console"] | None = Field(
         None, description="json, or console; default console when stderr is a terminal, else json."
@@ -162,6 +167,18 @@ class Settings(BaseSettings):
     @classmethod
     def _lower_level(cls, value: object) -> object:
         return value.lower() if isinstance(value, str) else value
+
+    @field_validator("http_view_path", mode="after")
+    @classmethod
+    def _view_path(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        path = value.rstrip("/")
+        if not re.fullmatch(r"(/[A-Za-z0-9._~-]+)+", path):
+            raise ValueError(f"{value!r} is not a URL path such as /view (letters, digits, . _ ~ - between slashes)")
+        if path in ("/mcp", "/healthz", "/readyz") or path.startswith("/mcp/"):
+            raise ValueError(f"{path} is taken by the MCP server; choose another path such as /view")
+        return path
 
     @field_validator("allowed_hosts", "allowed_origins", "inverse_relations", mode="before")
     @classmethod

@@ -15,8 +15,9 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Literal, Protocol, TypeVar
 
-from graph_memory.db import graph, index, pages, paths, records, search
+from graph_memory.db import explore, graph, index, pages, paths, records, search
 from graph_memory.db.backup import BackupResult, GraphCounts, backup_database, database_files, graph_counts
+from graph_memory.db.explore import Change, EntityPage, Neighborhood
 from graph_memory.db.migrations import Migration, MigrationStatus, load_migrations
 from graph_memory.db.paths import check_database_path
 from graph_memory.db.records import ImportRecord
@@ -229,6 +230,38 @@ class Graph(Protocol):
         restoring an export's record); False when either is missing or the primary is an inverse."""
         ...
 
+    # -- bounded reads for looking at the graph (graph-memory view, export --format mermaid|dot) --
+
+    def neighborhood(self, names: Sequence[str], hops: int, max_entities: int | None) -> Neighborhood:
+        """The entities within ``hops`` relations of ``names`` (at most ``max_entities``, nearest
+        first; None: all) and the relations among them, with each entity's degree."""
+        ...
+
+    def find_entities(self, query: str, mode: Mode, limit: int) -> list[Entity]:
+        """The entities :meth:`search` finds (at most ``limit``), without relations or neighbors."""
+        ...
+
+    def entity_page(self, name: str, max_items: int) -> EntityPage | None:
+        """The entity ``name`` with its first ``max_items`` observations, relations out and in
+        (with totals); None when there is no such entity."""
+        ...
+
+    def type_counts(self, limit: int) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+        """The ``limit`` most frequent entity types and relation types, as ``(type, count)``."""
+        ...
+
+    def totals(self) -> dict[str, int]:
+        """``{"entities", "observations", "relations"}`` counts."""
+        ...
+
+    def most_connected(self, limit: int) -> list[tuple[str, str | None, int]]:
+        """The ``limit`` entities with the most relations: ``(name, type or None, degree)``."""
+        ...
+
+    def recent_changes(self, limit: int) -> list[Change]:
+        """The ``limit`` latest additions (entities, observations, relations), newest first."""
+        ...
+
 
 class Backend(Protocol):
     """A database holding one knowledge graph: transactions, schema, change counters, index upkeep
@@ -426,6 +459,27 @@ class SqliteGraph:
 
     def link_inverse(self, key: tuple[str, str, str], primary_type: str) -> bool:
         return graph.link_inverse(self.conn, key, primary_type)
+
+    def neighborhood(self, names: Sequence[str], hops: int, max_entities: int | None) -> Neighborhood:
+        return explore.neighborhood(self.conn, list(names), hops, max_entities)
+
+    def find_entities(self, query: str, mode: Mode, limit: int) -> list[Entity]:
+        return search.search(self.conn, query, mode, limit, related=False).entities
+
+    def entity_page(self, name: str, max_items: int) -> EntityPage | None:
+        return explore.entity_page(self.conn, name, max_items)
+
+    def type_counts(self, limit: int) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+        return explore.type_counts(self.conn, limit)
+
+    def totals(self) -> dict[str, int]:
+        return explore.totals(self.conn)
+
+    def most_connected(self, limit: int) -> list[tuple[str, str | None, int]]:
+        return explore.most_connected(self.conn, limit)
+
+    def recent_changes(self, limit: int) -> list[Change]:
+        return explore.recent_changes(self.conn, limit)
 
 
 class SqliteBackend:

@@ -98,9 +98,12 @@ def match_ids(conn: apsw.Connection, query: str, mode: Mode) -> list[int]:
     raise InvalidQuery(f"unknown search mode {mode!r}; use one of: {', '.join(MODES)}")
 
 
-def search(conn: apsw.Connection, query: str, mode: Mode = "substring", limit: int | None = None) -> GraphSlice:
+def search(conn: apsw.Connection, query: str, mode: Mode = "substring", limit: int | None = None, *,
+           related: bool = True) -> GraphSlice:
     """Run ``search_nodes``: the matching entities (at most ``limit``), the relations with at least
-    one endpoint among them (rowid order) and the neighbors those relations reach.
+    one endpoint among them (rowid order) and the neighbors those relations reach (with
+    ``related=False`` the entities only: a page of results, whose cost does not grow with the
+    relations of the entities found).
 
     Every committed write is found, whether or not the FTS index has caught up with it yet
     (:func:`graph_memory.db.index.match_tables`).
@@ -109,18 +112,19 @@ def search(conn: apsw.Connection, query: str, mode: Mode = "substring", limit: i
         InvalidQuery: query over 2048 characters, unknown mode, or (``fts``) malformed syntax.
     """
     if mode == "substring":
-        return search_substring(conn, query, limit)
+        return search_substring(conn, query, limit, related=related)
     if mode == "words":
-        return search_words(conn, query, limit)
+        return search_words(conn, query, limit, related=related)
     if mode == "fts":
-        return search_fts(conn, query, limit)
+        return search_fts(conn, query, limit, related=related)
     raise InvalidQuery(f"unknown search mode {mode!r}; use one of: {', '.join(MODES)}")
 
 
 # -- substring ------------------------------------------------------------------------------------
 
 
-def search_substring(conn: apsw.Connection, query: str, limit: int | None = None) -> GraphSlice:
+def search_substring(conn: apsw.Connection, query: str, limit: int | None = None, *,
+                     related: bool = True) -> GraphSlice:
     """Upstream's search, exactly: an entity matches when ``query.lower()`` is a substring of
     ``name.lower()``, ``entityType.lower()`` or any ``observation.lower()`` (Python
     ``str.lower()``, the reference server's rule; not casefold). Empty query matches everything.
@@ -141,14 +145,14 @@ def search_substring(conn: apsw.Connection, query: str, limit: int | None = None
     check_query(query)
     needle = query.lower()
     if not needle:
-        return with_neighborhood(conn, _all_entities(conn, limit))
+        return _result(conn, _all_entities(conn, limit), related)
     if not _storable(needle):  # stored text never holds a lone surrogate: nothing can contain this
         return GraphSlice([], [])
     if "\n" in needle:
         candidates = _entities(conn, _substring_heads(conn, needle, None, verify=False))
         matched = [e for e in candidates if entity_matches(e, needle)]
-        return with_neighborhood(conn, matched if limit is None else matched[:limit])
-    return with_neighborhood(conn, _entities(conn, _substring_heads(conn, needle, limit, verify=True)))
+        return _result(conn, matched if limit is None else matched[:limit], related)
+    return _result(conn, _entities(conn, _substring_heads(conn, needle, limit, verify=True)), related)
 
 
 def substring_ids(conn: apsw.Connection, query: str, *, after: int = 0, limit: int | None = None,
@@ -221,6 +225,11 @@ def _substring_heads(conn: apsw.Connection, needle: str, limit: int | None, *, v
     return heads if limit is None else heads[:limit]
 
 
+def _result(conn: apsw.Connection, entities: list[Entity], related: bool) -> GraphSlice:
+    """The entities found, with their relations and neighbors when ``related``."""
+    return with_neighborhood(conn, entities) if related else GraphSlice(entities, [])
+
+
 def trigram_cover(needle: str) -> str:
     """An FTS5 query that every document containing ``needle`` (3+ characters, no NUL) matches:
     the needle's non-overlapping trigrams, plus its last one, AND'ed (``"har" AND "psi" AND "cho"
@@ -242,7 +251,8 @@ def entity_matches(entity: Entity, needle: str) -> bool:
 # -- words ----------------------------------------------------------------------------------------
 
 
-def search_words(conn: apsw.Connection, query: str, limit: int | None = None) -> GraphSlice:
+def search_words(conn: apsw.Connection, query: str, limit: int | None = None, *,
+                 related: bool = True) -> GraphSlice:
     """Every whitespace-separated term of ``query`` (``str.split()``, each lower-cased with
     ``str.lower()``) must be a substring of the entity's lower-cased name, type or one of its
     observations — not necessarily the same field for every term.
@@ -259,8 +269,8 @@ def search_words(conn: apsw.Connection, query: str, limit: int | None = None) ->
     """
     check_query(query)
     if not query.split():
-        return with_neighborhood(conn, _all_entities(conn, limit))
-    return with_neighborhood(conn, _entities(conn, _words_heads(conn, query, limit)))
+        return _result(conn, _all_entities(conn, limit), related)
+    return _result(conn, _entities(conn, _words_heads(conn, query, limit)), related)
 
 
 def _words_heads(conn: apsw.Connection, query: str, limit: int | None) -> _Heads:
@@ -290,7 +300,8 @@ def _words_heads(conn: apsw.Connection, query: str, limit: int | None) -> _Heads
 # -- fts ------------------------------------------------------------------------------------------
 
 
-def search_fts(conn: apsw.Connection, query: str, limit: int | None = None) -> GraphSlice:
+def search_fts(conn: apsw.Connection, query: str, limit: int | None = None, *,
+               related: bool = True) -> GraphSlice:
     """Raw FTS5 query syntax over the index: ``"exact phrase"``, ``prefix*``, ``AND`` / ``OR`` /
     ``NOT`` (upper case), implicit AND between terms, ``NEAR(a b, 10)``, ``^start``, and column
     filters ``name:``, ``entityType:`` (also ``entity_type:``, ``type:``) and ``observations:``
@@ -308,7 +319,7 @@ def search_fts(conn: apsw.Connection, query: str, limit: int | None = None) -> G
             what is wrong and where; SQLite's own messages never reach the caller).
     """
     check_query(query)
-    return with_neighborhood(conn, _entities(conn, _fts_heads(conn, query, limit)))
+    return _result(conn, _entities(conn, _fts_heads(conn, query, limit)), related)
 
 
 def _fts_heads(conn: apsw.Connection, query: str, limit: int | None) -> _Heads:

@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any, Final
 import uvicorn
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -194,6 +194,8 @@ class AccessLog:
         self._public = public_paths
         self.in_flight = 0
         self.streams = 0
+        # What the app holds open besides the caller's store (the view's connection): closed after serving.
+        self.closers: list[Callable[[], None]] = []
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -562,6 +564,7 @@ def build_app(server: SdkServer, backend: Backend, settings: Settings) -> Access
         backend: the open database the server works on (``/readyz`` checks it).
         settings: HTTP host, token, allowed hosts and origins, and the request limits come from here.
     """
+    closers: list[Callable[[], None]] = []
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=list(settings.allowed_hosts),
@@ -579,12 +582,44 @@ def build_app(server: SdkServer, backend: Backend, settings: Settings) -> Access
         custom_starlette_routes=_probe_routes(backend),
         debug=False,  # 500s carry no traceback
     )
+    if settings.http_view_path is not None:
+        app = ViewMount(app, settings, closers)
     app = RequestLimits(app, max_body_bytes=settings.http_max_body_bytes, max_sessions=settings.http_max_sessions,
                         session_idle_seconds=settings.http_session_idle_seconds)
     token = _token(settings)
     if token is not None:
         app = BearerAuth(app, token)
-    return AccessLog(app)
+    front = AccessLog(app)
+    front.closers += closers
+    return front
+
+
+class ViewMount:
+    """ASGI: requests under ``MEMORY_HTTP_VIEW_PATH`` go to the read-only page of ``graph-memory
+    view`` (its own read-only connection to the database, whose close is appended to
+    ``closers``; the view's GET-only, Host and Origin checks with the lists /mcp uses), the rest
+    to ``app``. Mounted inside :class:`BearerAuth`, so the token applies as to /mcp."""
+
+    def __init__(self, app: ASGIApp, settings: Settings, closers: list[Callable[[], None]]) -> None:
+        from graph_memory.browse import GraphBrowser
+        from graph_memory.view.app import build_view_app
+
+        assert settings.http_view_path is not None
+        self.app = app
+        self.path = settings.http_view_path
+        browser = GraphBrowser.open(settings)
+        closers.append(browser.close)
+        self.view = build_view_app(browser, allowed_hosts=settings.allowed_hosts,
+                                   allowed_origins=settings.allowed_origins)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        if path == self.path:  # the page's relative links need the trailing slash
+            await RedirectResponse(self.path + "/", status_code=307)(scope, receive, send)
+        elif path.startswith(self.path + "/"):
+            await self.view({**scope, "root_path": scope.get("root_path", "") + self.path}, receive, send)
+        else:
+            await self.app(scope, receive, send)
 
 
 def _token(settings: Settings) -> str | None:
@@ -737,7 +772,7 @@ def serve_http(handle: ServerHandle, backend: Backend, settings: Settings) -> No
     uv = build_uvicorn(app, settings, on_shutdown=listen_streams_closer(handle))
     log.info("http_starting", host=settings.http_host, port=settings.http_port,
              auth="none" if _token(settings) is None else "bearer",
-             allowed_hosts=list(settings.allowed_hosts))
+             allowed_hosts=list(settings.allowed_hosts), view_path=settings.http_view_path)
     try:
         uv.run()
     except SystemExit as exc:  # uvicorn exits on bind or lifespan-startup failure (already logged)
@@ -745,6 +780,9 @@ def serve_http(handle: ServerHandle, backend: Backend, settings: Settings) -> No
             f"the HTTP server could not start on {settings.http_host}:{settings.http_port} "
             f"(exit {exc.code}); see the log line before this one"
         ) from None
+    finally:
+        for close in app.closers:
+            close()
     if not uv.started:
         raise ServeError(f"the HTTP server did not start on {settings.http_host}:{settings.http_port}; "
                          f"see the log for the cause")

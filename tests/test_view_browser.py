@@ -1,0 +1,309 @@
+"""``graph-memory view`` in a real browser: headless Chromium (Debian's ``chromium`` package)
+driven by Playwright, against a real ``graph-memory view`` process on a real database.
+
+Chromium comes from the system (``/usr/bin/chromium``), never from ``playwright install`` (its
+downloads fail on closed networks). When it is missing and we are root on a machine with apt-get,
+the session fixture installs it, as ``.ci/docker-setup.sh`` provides Docker. Without it the tests
+skip with the reason, except under CI (``CI=true``), where they fail: CI must run them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from graph_memory.db import graph
+from graph_memory.db.store import Store
+from graph_memory.models import Entity, Relation
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage"]
+SCRIPT = Path(sys.executable).with_name("graph-memory")
+HOSTILE_NAME = '<img src=x onerror="window.__pwned=1">'
+HOSTILE_OBSERVATIONS = ["<script>window.__pwned=2</script>", "quotes \" ' & <b>bold</b> `tick` ${x}",
+                        "javascript:window.__pwned=3"]
+URL_NAME = "A&B #1 + 50% ?x=/y z"
+# Records every Content-Security-Policy violation the page causes (injected by the browser driver,
+# which CSP does not govern).
+CSP_PROBE = ("window.__csp = []; document.addEventListener('securitypolicyviolation', "
+             "(e) => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));")
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"browser tests must run in CI: {reason}")
+    pytest.skip(reason)
+
+
+def _install_chromium() -> str | None:
+    """Install Debian's chromium with apt-get (root only); None when done, else why not."""
+    apt = shutil.which("apt-get")
+    if apt is None or os.geteuid() != 0:
+        return "Chromium is missing: install Debian's package, apt-get install -y --no-install-recommends chromium"
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    command = [apt, "install", "-y", "-q", "--no-install-recommends", "chromium"]
+    if subprocess.run(command, env=env, capture_output=True, timeout=1800).returncode != 0:
+        subprocess.run([apt, "update", "-q"], env=env, capture_output=True, timeout=600)
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800)
+        if done.returncode != 0:
+            return f"apt-get install chromium failed: {done.stderr[-500:]}"
+    return None
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> Path:
+    """Debian's Chromium, installed when missing (see the module docstring)."""
+    if not CHROMIUM.exists() and (problem := _install_chromium()) is not None:
+        _unavailable(problem)
+    return CHROMIUM
+
+
+# Module scope: Playwright's sync API runs an event loop in this thread while it is started, and
+# the async tests of later modules need the thread's loop free again.
+@pytest.fixture(scope="module")
+def chromium(chromium_path: Path) -> Iterator[Browser]:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("Playwright for Python is missing: pip install -e '.[test]'")
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=str(chromium_path), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+def seed(path: Path) -> None:
+    store = Store.open(path)
+    store.run_write(lambda c: graph.create_entities(c, [
+        Entity("Alice", "person", ["likes green tea", "lives in Lyon"]),
+        Entity("Bob", "person", ["plays the cello"]),
+        Entity("Lyon", "city", ["in France"]),
+        Entity("Cleo", "person", ["met Bob at the conservatory"]),
+        Entity(HOSTILE_NAME, "<i>type</i>", HOSTILE_OBSERVATIONS),
+        Entity(URL_NAME, "odd", ["a name full of URL syntax"]),
+    ]))
+    store.run_write(lambda c: graph.create_relations(c, [
+        Relation("Alice", "Bob", "knows", 0.75), Relation("Alice", "Lyon", "lives_in"),
+        Relation("Cleo", "Bob", "knows"), Relation(HOSTILE_NAME, "Alice", "<script>alert(4)</script>"),
+        Relation(URL_NAME, "Cleo", "knows")]))
+    store.close()
+
+
+class ViewProcess:
+    """A running ``graph-memory view --no-browser`` and its URL."""
+
+    def __init__(self, database: Path) -> None:
+        self.proc = subprocess.Popen([str(SCRIPT), "view", "--database", str(database), "--no-browser"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        match = re.search(r"(http://127\.0\.0\.1:\d+/)", line)
+        if not match:
+            self.stop()
+            raise AssertionError(f"no URL in {line!r}")
+        self.url = match.group(1)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        assert self.proc.wait(timeout=15) == 0
+
+
+@pytest.fixture
+def view(db_path: Path) -> Iterator[ViewProcess]:
+    seed(db_path)
+    process = ViewProcess(db_path)
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def page(chromium: Browser) -> Iterator[Page]:
+    context = chromium.new_context(viewport={"width": 1280, "height": 800})
+    context.add_init_script(CSP_PROBE)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    # (a 400 or 404 the page shows as a message is logged by Chromium too: not an error of the page)
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" and not msg.text.startswith(
+        "Failed to load resource: the server responded with a status of 4") else None)
+    yield page
+    violations = page.evaluate("window.__csp")
+    context.close()
+    assert violations == [] and errors == []   # the page runs under its strict CSP without a complaint
+
+
+def wait_until(page: Page, expression: str, timeout_s: float = 10) -> None:
+    """Wait until ``expression`` is true in the page. Not ``page.wait_for_function``: it polls with
+    ``eval`` inside the page, which the page's CSP refuses (as it should)."""
+    deadline = time.monotonic() + timeout_s
+    while not page.evaluate(f"!!({expression})"):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still false after {timeout_s} s: {expression}")
+        page.wait_for_timeout(50)
+
+
+def entity_shown(name: str) -> str:
+    """An expression true once the entity page of ``name`` is shown."""
+    heading = "document.querySelector('#entity-name')"
+    return f"{heading} !== null && {heading}.firstChild.textContent === {json.dumps(name)}"
+
+
+def graph_nodes(page: Page) -> list[str]:
+    wait_until(page, "window.graphMemoryView && window.graphMemoryView.cy")
+    names: list[str] = page.evaluate("window.graphMemoryView.cy.nodes().map((n) => n.data('name'))")
+    return sorted(names)
+
+
+def test_search_lists_results_with_the_hit_highlighted(view: ViewProcess, page: Page) -> None:
+    page.goto(view.url)
+    page.wait_for_selector("#totals")
+    page.fill("#search-input", "GREEN tea")
+    page.press("#search-input", "Enter")
+    page.wait_for_selector("#results li")
+    assert page.locator("#results li a").all_inner_texts() == ["Alice"]
+    assert page.locator("#results li mark").all_inner_texts() == ["green tea"]
+    page.select_option("#search-mode", "fts")
+    page.fill("#search-input", '"the cello" OR conservatory')
+    page.press("#search-input", "Enter")
+    wait_until(page, "document.querySelectorAll('#results li').length === 2")
+    assert sorted(page.locator("#results li a").all_inner_texts()) == ["Bob", "Cleo"]
+
+
+def test_bad_fts_query_shows_the_reason(view: ViewProcess, page: Page) -> None:
+    page.goto(view.url + "#/search?q=a%20AND%20(&mode=fts")
+    page.wait_for_selector(".error")
+    assert "fts" in page.inner_text(".error")
+
+
+def test_open_an_entity_and_follow_a_neighbour(view: ViewProcess, page: Page) -> None:
+    page.goto(view.url + "#/search?q=alice")
+    page.click("#results li a")
+    page.wait_for_selector("#entity-name")
+    assert page.inner_text("#entity-name").startswith("Alice")
+    assert page.locator("#observations li").count() == 2
+    out_rows = page.evaluate("[...document.querySelectorAll('table.relations-out tbody tr')]"
+                             ".map((tr) => [...tr.querySelectorAll('td, a, .type')].map((c) => c.textContent))")
+    # cells: relation type, the other end (its link and type badge), the weight
+    assert out_rows == [["knows", "Bobperson", "Bob", "person", "0.75"],
+                        ["lives_in", "Lyoncity", "Lyon", "city", "1.00"]]
+    page.locator("table.relations-out a", has_text="Bob").click()
+    wait_until(page, entity_shown("Bob"))
+    assert page.locator("table.relations-in a").all_inner_texts() == ["Alice", "Cleo"]
+
+
+def test_graph_canvas_draws_the_neighbourhood_and_a_click_navigates(view: ViewProcess, page: Page) -> None:
+    page.goto(view.url + "#/entity?name=Bob")
+    assert graph_nodes(page) == ["Alice", "Bob", "Cleo"]
+    assert page.locator("#graph canvas").count() >= 1
+    page.click("text=2 hops")
+    wait_until(page, "location.hash.endsWith('hops=2') && window.graphMemoryView.cy "
+                     "&& window.graphMemoryView.cy.nodes().length === 6")
+    assert graph_nodes(page) == sorted(["Alice", "Bob", "Cleo", "Lyon", HOSTILE_NAME, URL_NAME])
+    # a real click on the node drawn for Lyon opens its page
+    x, y = page.evaluate("""() => {
+        const cy = window.graphMemoryView.cy, box = cy.container().getBoundingClientRect();
+        const p = cy.getElementById('n:Lyon').renderedPosition();
+        return [box.left + p.x, box.top + p.y];
+    }""")
+    page.mouse.click(x, y)
+    wait_until(page, entity_shown("Lyon"))
+
+
+def test_hostile_stored_strings_render_as_text_and_run_nothing(view: ViewProcess, page: Page) -> None:
+    page.goto(view.url + "#/search?q=pwned")
+    page.wait_for_selector("#results li")
+    assert page.locator("#results li a").all_text_contents() == [HOSTILE_NAME]
+    page.click("#results li a")
+    page.wait_for_selector("#observations li")
+    assert page.inner_text("#entity-name").startswith(HOSTILE_NAME)
+    shown = page.evaluate("[...document.querySelectorAll('#observations li')].map((li) => li.firstChild.textContent)")
+    assert shown == HOSTILE_OBSERVATIONS
+    assert page.locator("table.relations-out td").first.inner_text() == "<script>alert(4)</script>"
+    assert HOSTILE_NAME in graph_nodes(page)
+    page.goto(view.url)   # the overview lists it among the latest additions too
+    page.wait_for_selector("#recent li")
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("main img, main script, main i").count() == 0
+
+
+_RPC_LOCK = threading.Lock()
+
+
+def test_names_full_of_url_syntax_navigate_both_ways(view: ViewProcess, page: Page) -> None:
+    page.goto(view.url)
+    page.fill("#search-input", "50% ?x=/y")
+    page.press("#search-input", "Enter")
+    page.wait_for_selector("#results li")
+    page.click("#results li a")
+    wait_until(page, entity_shown(URL_NAME))
+    page.locator("table.relations-out a", has_text="Cleo").click()
+    wait_until(page, entity_shown("Cleo"))
+    page.locator("table.relations-in a", has_text="A&B").click()
+    wait_until(page, entity_shown(URL_NAME))
+
+
+def _rpc(server: subprocess.Popen[str], message: dict[str, Any]) -> dict[str, Any] | None:
+    """Send one JSON-RPC message over the server's stdin; for a request, its reply (one caller at a time)."""
+    assert server.stdin is not None and server.stdout is not None
+    with _RPC_LOCK:
+        server.stdin.write(json.dumps(message) + "\n")
+        server.stdin.flush()
+        if "id" not in message:
+            return None
+        while True:
+            reply: dict[str, Any] = json.loads(server.stdout.readline())
+            if reply.get("id") == message["id"]:
+                return reply
+
+
+def test_view_follows_a_server_process_writing_to_the_database(view: ViewProcess, page: Page, db_path: Path) -> None:
+    server = subprocess.Popen([str(SCRIPT), "serve", "--database", str(db_path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    ids = iter(range(1, 10_000))
+
+    def create(name: str) -> None:
+        reply = _rpc(server, {"jsonrpc": "2.0", "id": next(ids), "method": "tools/call", "params": {
+            "name": "create_entities", "arguments": {"entities": [
+                {"name": name, "entityType": "note", "observations": [f"live write {name}"]}]}}})
+        assert reply is not None and not reply["result"].get("isError"), reply
+
+    try:
+        _rpc(server, {"jsonrpc": "2.0", "id": next(ids), "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}})
+        _rpc(server, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        create("Live 0")
+        page.goto(view.url + "#/search?q=live%20write")
+        page.wait_for_selector("#results li")
+        assert page.locator("#results li a").all_inner_texts() == ["Live 0"]
+        # writes keep landing while the page is used: each page shows every write committed before it
+        burst = threading.Thread(target=lambda: [create(f"Burst {i}") for i in range(40)])
+        burst.start()
+        for i in range(1, 6):
+            create(f"Live {i}")
+            page.goto(view.url + f"#/entity?name=Live%20{i}")
+            wait_until(page, entity_shown(f"Live {i}"))
+            page.goto(view.url + f"#/search?q=live%20write%20live&mode=words&n={i}")
+            wait_until(page, f"document.querySelectorAll('#results li').length >= {i + 1}")
+        burst.join()
+        page.goto(view.url + "#/search?q=live%20write%20burst&n=last")
+        wait_until(page, "document.querySelectorAll('#results li').length === 40")
+    finally:
+        assert server.stdin is not None
+        server.stdin.close()
+        server.wait(timeout=30)
