@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import tempfile
 import time
@@ -47,8 +48,11 @@ log = get_logger("graph_memory.store")
 Connection = apsw.Connection
 
 # SQLITE_BUSY can still reach us after the busy timeout (e.g. a checkpoint or WAL recovery in
-# another process); the whole transaction is then retried this many times before giving up.
+# another process, or a short busy timeout under a lock held longer); the whole transaction is then
+# retried, at least this many times and for at least _BUSY_RETRY_SECONDS, before giving up. The
+# pauses are jittered so that processes retrying together do not collide again in step.
 _BUSY_RETRIES = 5
+_BUSY_RETRY_SECONDS = 2.0
 _BUMP_GRAPH_VERSION = "UPDATE graph_version SET version = version + 1 WHERE id = 1"
 
 
@@ -482,15 +486,19 @@ class Store:
     def _retrying(self, transaction: Callable[[], AbstractContextManager[apsw.Connection]],
                   operation: Callable[[apsw.Connection], T]) -> T:
         """``operation(conn)`` inside ``transaction()``, the whole transaction retried with a short
-        growing pause while SQLite reports the database busy or locked past the busy timeout."""
-        for attempt in range(_BUSY_RETRIES + 1):
+        growing, jittered pause while SQLite reports the database busy or locked past the busy
+        timeout (at least :data:`_BUSY_RETRIES` times and :data:`_BUSY_RETRY_SECONDS`)."""
+        started = time.monotonic()
+        attempt = 0
+        while True:
             try:
                 with transaction() as conn:
                     return operation(conn)
             except _Busy:
-                if attempt == _BUSY_RETRIES:
+                attempt += 1
+                if attempt > _BUSY_RETRIES and time.monotonic() - started >= _BUSY_RETRY_SECONDS:
                     break
-                time.sleep(0.05 * (attempt + 1))
+                time.sleep(min(0.05 * attempt, 0.25) * random.uniform(0.5, 1.5))
         raise StoreError(
             f"database {self.path} stayed locked by another process; try again, or find the process "
             f"holding it (another graph-memory or a tool with an open write transaction)"
