@@ -134,7 +134,7 @@ def _may_hold_exponent_floats(encoded: bytes) -> bool:
     return encoded.find(b"0.0000") != -1
 
 
-_NON_ASCII = re.compile("[^\x00-\x7f]+")
+_NON_ASCII = re.compile("[^\x00-\x7e]+")   # what json.dumps(ensure_ascii=True) escapes: DEL too
 
 
 def _escaped(match: re.Match[str]) -> str:
@@ -144,8 +144,9 @@ def _escaped(match: re.Match[str]) -> str:
 def escape_non_ascii(text: str) -> str:
     """JSON ``text`` with every non-ASCII character inside its strings written as ``\\uXXXX``
     (surrogate pairs beyond U+FFFF), as ``json.dumps(ensure_ascii=True)`` writes them: the same
-    JSON value, in ASCII. (Outside strings JSON has no non-ASCII characters.)"""
-    return text if text.isascii() else _NON_ASCII.sub(_escaped, text)
+    JSON value, in ASCII, the same text as ``json.dumps`` writes (DEL is escaped too). Outside
+    strings JSON has no such characters."""
+    return text if text.isascii() and "\x7f" not in text else _NON_ASCII.sub(_escaped, text)
 
 
 def dumps_line(message: dict[str, Any]) -> bytes:

@@ -330,8 +330,12 @@ class StdinLines:
         if self._ended:
             return b""
         if self._reader is not None:
-            return await self._reader.readline()
-        return await anyio.to_thread.run_sync(self._file.readline, abandon_on_cancel=True)
+            line = await self._reader.readline()
+        else:
+            line = await anyio.to_thread.run_sync(self._file.readline, abandon_on_cancel=True)
+        # Remembered: a terminal's end of input (Ctrl-D) is read once; the next read would block.
+        self._ended = not line
+        return line
 
     def end(self) -> None:
         """Make the pending and every later :meth:`readline` return end of input."""
