@@ -77,3 +77,22 @@ def test_reply_building_re_enables_the_collector_even_when_building_fails() -> N
     finally:
         gc.enable()
         gc.unfreeze()
+
+
+def test_a_reply_of_several_mebibytes_arrives_whole_beside_the_other_replies(tmp_path: Path) -> None:
+    # ~2.4 million characters, half of them escaped (6 bytes each): a line of ~10 MB, written in pieces.
+    observations = ["é" * 1500 + "x" * 1500 + str(k) for k in range(20)]
+    entities = [{"name": f"big{i}", "entityType": "blob", "observations": observations} for i in range(40)]
+    requests = handshake(("create_entities", {"entities": entities}), ("read_graph", {}),
+                         ("open_nodes", {"names": ["big1"]}))
+    command = [str(EXE)] if EXE.exists() else [sys.executable, "-m", "graph_memory"]
+    result = subprocess.run(command, input="".join(json.dumps(r) + "\n" for r in requests).encode(),
+                            capture_output=True, timeout=120, env=server_env(tmp_path, tmp_path / "memory.db"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    replies = {m["id"]: m for m in map(json.loads, result.stdout.splitlines())}
+    assert sorted(replies) == [0, 1, 2, 3]
+    graph = replies[2]["result"]["structuredContent"]
+    assert len(replies[2]["result"]["content"][0]["text"]) > 2_400_000
+    assert [e["observations"] for e in graph["entities"]] == [observations] * 40
+    assert json.loads(replies[2]["result"]["content"][0]["text"]) == graph
+    assert replies[3]["result"]["structuredContent"]["entities"][0]["name"] == "big1"

@@ -294,6 +294,8 @@ UNUSABLE_ID = ("the request's id must be a string or an integer (true, a number 
 
 # The longest line read (bytes): the SDK's own reader has no limit either; asyncio needs one.
 _LINE_LIMIT = sys.maxsize
+# A line longer than this (characters) is written in pieces of this size.
+_PIECE = 1 << 20
 
 
 def _is_pipe_or_socket(fd: int) -> bool:
@@ -357,6 +359,7 @@ class StdoutLines:
     def __init__(self, fd: int) -> None:
         self._fd = fd
         self._writer: asyncio.StreamWriter | None = None
+        self._lock = asyncio.Lock()
 
     async def open(self) -> None:
         """Attach a pipe or socket to the event loop (before the first :meth:`write`)."""
@@ -366,20 +369,31 @@ class StdoutLines:
                 asyncio.streams.FlowControlMixin, os.fdopen(self._fd, "wb", buffering=0))
             self._writer = asyncio.StreamWriter(transport, protocol, None, loop)
 
-    async def write(self, line: bytes) -> None:
-        """Write ``line`` whole (concurrent writers never interleave inside a line).
+    async def write(self, line: str) -> None:
+        """Write the ASCII ``line`` and a newline, whole: concurrent writers never interleave
+        inside a line. A long line goes out in pieces, each encoded when the pipe has room for it,
+        so a huge reply is never held a second time as bytes (nor a third in the pipe's buffer).
 
         Raises:
             BrokenPipeError: the client closed its end.
         """
+        async with self._lock:   # an asyncio lock: taking it free does not yield to the loop
+            if len(line) < _PIECE:
+                await self._write_piece((line + "\n").encode("ascii"))
+                return
+            for start in range(0, len(line), _PIECE):
+                await self._write_piece(line[start:start + _PIECE].encode("ascii"))
+            await self._write_piece(b"\n")
+
+    async def _write_piece(self, data: bytes) -> None:
         if self._writer is None:
-            view = memoryview(line)
+            view = memoryview(data)
             while view:
                 view = view[os.write(self._fd, view):]
             return
         if self._writer.transport.is_closing():
             raise BrokenPipeError("stdout was closed")
-        self._writer.write(line)
+        self._writer.write(data)
         try:
             await self._writer.drain()
         except ConnectionResetError as exc:   # asyncio's name for a pipe the reader closed
@@ -456,7 +470,7 @@ class LineWriteStream:
             # a response is required, so that is exactly this envelope.
             line = dumps_line({"jsonrpc": message.jsonrpc, "id": message.id, "result": message.result})
         else:
-            line = escape_non_ascii(message.model_dump_json(by_alias=True, exclude_unset=True)).encode("ascii") + b"\n"
+            line = escape_non_ascii(message.model_dump_json(by_alias=True, exclude_unset=True))
         try:
             await self._stdout.write(line)
         except BrokenPipeError:
