@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import mcp_types as types
 import pytest
@@ -96,3 +96,28 @@ def test_a_reply_of_several_mebibytes_arrives_whole_beside_the_other_replies(tmp
     assert [e["observations"] for e in graph["entities"]] == [observations] * 40
     assert json.loads(replies[2]["result"]["content"][0]["text"]) == graph
     assert replies[3]["result"]["structuredContent"]["entities"][0]["name"] == "big1"
+
+
+@pytest.mark.anyio
+async def test_a_timer_scheduled_during_a_call_does_not_keep_its_reply() -> None:
+    # asyncio copies the context into every timer a call schedules (the index's idle catch-up,
+    # the change poller): what the call left in it must not hold the reply until the timer fires.
+    import asyncio
+    from types import SimpleNamespace
+
+    from graph_memory.mcp import replies
+
+    seen: list[object] = []
+
+    async def handler(ctx: object) -> dict[str, object]:
+        tool_result("text", {"entities": ["big"]})
+        asyncio.get_running_loop().call_soon(lambda: seen.append(replies._slot.get()))
+        return {"content": [{"text": "", "type": "text"}], "isError": False, "structuredContent": {}}
+
+    ctx = SimpleNamespace(method="tools/call", request_id=1)
+    result = await replies.prebuilt_results(cast(Any, ctx), cast(Any, handler))
+    assert isinstance(result, dict)
+    assert result["structuredContent"] == {"entities": ["big"]} and result["content"][0]["text"] == "text"
+    await asyncio.sleep(0)
+    slot = seen[0]
+    assert isinstance(slot, replies._Slot) and slot.text is None and slot.structured is None

@@ -71,14 +71,18 @@ async def prebuilt_results(ctx: ServerRequestContext[Any, Any], call_next: CallN
         result = await call_next(ctx)
     finally:
         _slot.reset(token)
-    if slot.text is None or not isinstance(result, dict) or "structuredContent" not in result:
+    text, structured = slot.text, slot.structured
+    # Emptied at once: timers the call scheduled (asyncio copies the context into each) keep the
+    # slot until they fire, and must not keep the reply with it.
+    slot.text = slot.structured = None
+    if text is None or not isinstance(result, dict) or "structuredContent" not in result:
         return result
     shaped = result.get("content")
     if not (isinstance(shaped, list) and len(shaped) == 1 and isinstance(shaped[0], dict) and "text" in shaped[0]):
         return result
     # The SDK's key order is kept: the bytes on the wire are the ones its own passes produced.
-    content = [{key: (slot.text if key == "text" else value) for key, value in shaped[0].items()}]
-    return {key: (content if key == "content" else slot.structured if key == "structuredContent" else value)
+    content = [{key: (text if key == "text" else value) for key, value in shaped[0].items()}]
+    return {key: (content if key == "content" else structured if key == "structuredContent" else value)
             for key, value in result.items()}
 
 
