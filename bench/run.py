@@ -575,12 +575,19 @@ def main(argv: list[str] | None = None) -> int:
 README_START, README_END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 
+HAND_WRITTEN = "<!-- hand-written below: kept when the tables above are regenerated -->"
+
+
 def write_docs(result: dict[str, Any]) -> None:
     """docs/benchmarks.md (every table), docs/bench.png, and the summary block of README.md
     (between the bench:start/bench:end markers: machine, date, versions, the largest graph's table)."""
     DOCS.mkdir(exist_ok=True)
     text = report.markdown(result)
-    (DOCS / "benchmarks.md").write_text(text, encoding="utf-8")
+    target = DOCS / "benchmarks.md"
+    # Sections written by hand after HAND_WRITTEN (e.g. the A/B measurements of one change) are kept.
+    if target.exists() and HAND_WRITTEN in (previous := target.read_text(encoding="utf-8")):
+        text = text.rstrip("\n") + "\n\n" + HAND_WRITTEN + previous.split(HAND_WRITTEN, 1)[1]
+    target.write_text(text, encoding="utf-8")
     report.plot(result, DOCS / "bench.png")
     readme = DOCS.parent / "README.md"
     current = readme.read_text(encoding="utf-8")

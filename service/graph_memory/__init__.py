@@ -10,12 +10,11 @@ graph. ``settings`` is the only reader of the environment; ``models`` and ``erro
 are plain values and the one exception tree.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+# The one place the version is written: pyproject.toml reads it from here ([tool.hatch.version]),
+# so the server's first reply does not import importlib.metadata (~50 ms of every start).
+__version__ = "0.1.0"
 
 
 def package_version() -> str:
-    """The installed distribution's version (``0+unknown`` when running from an uninstalled tree)."""
-    try:
-        return version("graph-memory")
-    except PackageNotFoundError:
-        return "0+unknown"
+    """The version of graph-memory (the installed distribution's, which is built from this one)."""
+    return __version__

@@ -215,9 +215,8 @@ async def _serve_stdio(handle: ServerHandle, on_signal: Callable[[], None]) -> N
     import signal
 
     import anyio
-    from mcp.server.stdio import stdio_server
 
-    from graph_memory.mcp.stdio import answering_every_request, tapped_stdin
+    from graph_memory.mcp.stdio import stdio_streams
 
     async with anyio.create_task_group() as tasks:
 
@@ -234,10 +233,8 @@ async def _serve_stdio(handle: ServerHandle, on_signal: Callable[[], None]) -> N
         tasks.start_soon(stop_on_signal)
         _say_waiting_on_a_terminal()
         server = handle.server
-        with tapped_stdin() as stdin:
-            async with stdio_server(stdin=stdin) as (sdk_read, sdk_write):  # type: ignore[arg-type]  # iterated only
-                read_stream, write_stream = answering_every_request(sdk_read, sdk_write, stdin=stdin)
-                await server.run(read_stream, write_stream, server.create_initialization_options())
+        async with stdio_streams() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
         tasks.cancel_scope.cancel()
 
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -317,24 +317,58 @@ def _split_text(text: str) -> list[str]:
     return lines
 
 
-def _split_bytes(data: bytes, builder: _Builder) -> list[str | None]:
-    """Per-line decoding for ``skip_invalid``: lines with invalid UTF-8 are rejected, ``None``."""
-    out: list[str | None] = []
-    raw_lines = data.split(b"\n")
-    if raw_lines[-1] == b"":
-        raw_lines.pop()
-    base = 0
-    for number, raw in enumerate(raw_lines, 1):
+def _first_utf8_error(data: bytes, piece: int = 1 << 20) -> UnicodeDecodeError | None:
+    """The error ``data.decode("utf-8")`` would raise (offsets absolute), checked a piece at a
+    time so the whole text is never held at once. Pieces end just after a newline, which never
+    ends or splits a valid sequence, so every fault reads exactly as in one decode."""
+    start = 0
+    while start < len(data):
+        end = data.find(b"\n", start + piece)
+        end = len(data) if end == -1 else end + 1
         try:
-            out.append(raw.decode("utf-8"))
+            data[start:end].decode("utf-8")
         except UnicodeDecodeError as exc:
-            offset = base + exc.start
+            return UnicodeDecodeError("utf-8", data, start + exc.start, start + exc.end, exc.reason)
+        start = end
+    return None
+
+
+def _iter_lines(data: bytes, builder: _Builder) -> Iterator[str | None]:
+    """The physical lines of ``data`` (``\\n`` only; a final newline does not start a new line),
+    decoded one at a time; a line with invalid UTF-8 is rejected (for ``skip_invalid``) as None.
+    The first line loses a UTF-8 BOM."""
+    start, number = 0, 0
+    while start < len(data):
+        end = data.find(b"\n", start)
+        if end == -1:
+            end = len(data)
+        number += 1
+        try:
+            line: str | None = data[start:end].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            offset = start + exc.start
             builder.reject(number, f"invalid UTF-8 at byte offset {offset} ({exc.reason})", offset=offset)
-            out.append(None)
-        base += len(raw) + 1
-    if out and out[0] is not None:
-        out[0] = out[0].removeprefix(_BOM)
-    return out
+            line = None
+        if number == 1 and line is not None:
+            line = line.removeprefix(_BOM)
+        yield line
+        start = end + 1
+
+
+def _surely_jsonl(data: bytes) -> bool:
+    """Whether ``data`` (valid UTF-8) is certainly not the single-document form, decided from its
+    first line alone: that line is one complete JSON value and more than whitespace follows it,
+    so the whole text cannot be one JSON document. Then it is read line by line, never decoded
+    whole (a 1,000,000-entity file would be held again as text, and again as lines)."""
+    end = data.find(b"\n")
+    if end == -1 or not data[end + 1:].strip(_JSON_WS.encode()):
+        return False
+    first = data[:end].decode("utf-8").removeprefix(_BOM).strip(_JSON_WS)
+    try:
+        _, stop = _DECODER.raw_decode(first)
+    except json.JSONDecodeError:
+        return False
+    return stop == len(first)
 
 
 def _as_document(text: str, keys: tuple[str, str] = REFERENCE.document_keys) -> dict[str, Any] | None:
@@ -370,11 +404,12 @@ def _parse_document(doc: dict[str, Any], builder: _Builder) -> LegacyGraph:
     return builder.finish(1)
 
 
-def _parse_lines(lines: Sequence[str | None], builder: _Builder) -> LegacyGraph:
+def _parse_lines(lines: Iterable[str | None], builder: _Builder) -> LegacyGraph:
     """Import JSONL lines (``None`` = already rejected); line numbers are 1-based."""
     skipped = builder.graph.skipped_lines
     decode = _DECODER.decode
     kinds = {builder.dialect.entity: "entity", builder.dialect.relation: "relation"}
+    number = 0
     for number, line in enumerate(lines, 1):
         if line is None:
             continue
@@ -404,7 +439,7 @@ def _parse_lines(lines: Sequence[str | None], builder: _Builder) -> LegacyGraph:
             builder.add_object(obj, kind)
         except _Invalid as exc:
             builder.reject(number, f"{tag}: {exc.args[0]}")
-    return builder.finish(len(lines))
+    return builder.finish(number)
 
 
 def parse_legacy(data: bytes, *, skip_invalid: bool = False, path: str | None = None,
@@ -444,7 +479,12 @@ def parse_legacy(data: bytes, *, skip_invalid: bool = False, path: str | None = 
                                 f"{shell_quote(path or 'FILE')} {shell_quote(_db_name(path))}) and point "
                                 "MEMORY_FILE_PATH (or --database) at that name", path=path)
     builder = _Builder(skip_invalid, path, dialect)
+    error = _first_utf8_error(data)
+    if error is None and _surely_jsonl(data):
+        return _parse_lines(_iter_lines(data, builder), builder)
     try:
+        if error is not None:
+            raise error
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         if not skip_invalid:
@@ -456,7 +496,7 @@ def parse_legacy(data: bytes, *, skip_invalid: bool = False, path: str | None = 
                 offset=exc.start,
                 skippable=True,  # --skip-invalid skips that line only
             ) from None
-        return _parse_lines(_split_bytes(data, builder), builder)
+        return _parse_lines(_iter_lines(data, builder), builder)
     text = text.removeprefix(_BOM)
     doc = _as_document(text, dialect.document_keys)
     if doc is not None:

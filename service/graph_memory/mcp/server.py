@@ -1,7 +1,8 @@
 """The MCP server: tools, the knowledge-graph resource, and change notifications.
 
 Built on the SDK's low-level ``Server`` so the advertised schemas are exactly ours and every
-result is built once, with no second validation layer on the hot path. Tool adapters live in
+result is built once, with no second validation layer on the hot path, and handed to the
+transport without the SDK's copies (:mod:`graph_memory.mcp.replies`). Tool adapters live in
 :mod:`graph_memory.mcp.tools`; this module maps their outcomes onto MCP results and holds the
 one ``GraphError → MCP`` mapping (:func:`_tool_error`, :func:`_resource_error`).
 
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import json
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from contextlib import AsyncExitStack
@@ -41,6 +41,8 @@ from graph_memory.db.backend import Backend
 from graph_memory.errors import GraphError, InvalidInput
 from graph_memory.logs import get_logger
 from graph_memory.mcp import memorymesh
+from graph_memory.mcp.jsontext import dumps_indent2
+from graph_memory.mcp.replies import prebuilt_results, reply_building, tool_result
 from graph_memory.mcp.request_params import explain_invalid_params
 from graph_memory.mcp.tools import TOOLS, Outcome, ToolSpec
 from graph_memory.service import MemoryService
@@ -460,7 +462,9 @@ class _Handlers:
             return _error(message)
         started = time.perf_counter()
         try:
-            outcome: Outcome = spec.run(self.memory, params.arguments or {})
+            with reply_building():
+                outcome: Outcome = spec.run(self.memory, params.arguments or {})
+                text = outcome.render()
         except Exception as exc:
             return _tool_error(spec, exc, started, self.profile, params.arguments)
         writes = not spec.annotations["readOnlyHint"]
@@ -468,22 +472,19 @@ class _Handlers:
         self.idle_catch_up.after_call(outcome.changed)
         if outcome.changed:
             await self.graph_changed()
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=outcome.render())],
-            structured_content=outcome.structured,
-        )
+        return tool_result(text, outcome.structured)
 
     async def read_resource(self, ctx: RequestContext, params: types.ReadResourceRequestParams
                             ) -> types.ReadResourceResult:
         if str(params.uri) != GRAPH_URI:
             raise MCPError(code=-32002, message=f"Resource not found: {params.uri}")
         try:
-            payload = self.memory.read_graph().to_dict()
+            with reply_building():
+                text = dumps_indent2(self.memory.read_graph().to_dict())   # json.dumps(indent=2), faster
         except Exception as exc:
             raise _resource_error(exc) from None
         return types.ReadResourceResult(contents=[types.TextResourceContents(
-            uri=GRAPH_URI, mime_type="application/json",
-            text=json.dumps(payload, indent=2, ensure_ascii=False),
+            uri=GRAPH_URI, mime_type="application/json", text=text,
         )])
 
     async def subscribe(self, ctx: RequestContext, params: types.SubscribeRequestParams
@@ -525,3 +526,4 @@ def _set_middleware(server: SdkServer) -> None:
         # without one it does nothing yet costs ~30 µs per request (issue 6), so drop it then.
         server.middleware = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
     server.middleware.append(explain_invalid_params)
+    server.middleware.append(prebuilt_results)
