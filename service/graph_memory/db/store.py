@@ -655,7 +655,7 @@ def graph_version(conn: apsw.Connection) -> int | None:
         rows = conn.execute("SELECT version FROM graph_version WHERE id = 1").fetchall()
     except apsw.SQLError:  # no such table: an older schema
         return None
-    return int(rows[0][0]) if rows else None  # type: ignore[arg-type]
+    return int(cast(int, rows[0][0])) if rows else None
 
 
 class _Behind:
