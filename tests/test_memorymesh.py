@@ -22,7 +22,7 @@ from graph_memory.service import MemoryService
 
 from helpers import call
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 
 STATIC = ["add_nodes", "update_nodes", "delete_nodes", "add_edges", "update_edges", "delete_edges",
           "add_metadata", "delete_metadata", "read_graph", "search_nodes", "open_nodes"]
