@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from graph_memory import cli
-from graph_memory.db.backend import Backend, SqliteBackend, open_backend
+from graph_memory.db.backend import Backend, Graph, SqliteBackend, open_backend
 from graph_memory.db.graph import ObservationUpdate
 from graph_memory.db.postgres.text import decode, encode, needs_check
 from graph_memory.db.store import Store
@@ -635,3 +635,39 @@ def test_each_database_has_its_own_cursor_secret(pg: Backend, pg_settings: Setti
         assert other.run_read(lambda g: g.cursor_secret()) not in (secret, b"")
     finally:
         other.close()
+
+
+def test_migration_0002_marks_first_start_imports_unknown_and_keeps_later_times(
+        pg_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    from graph_memory.db.migrations import load_migrations
+    from graph_memory.db.postgres import backend as postgres_backend
+
+    monkeypatch.setattr(postgres_backend, "known_migrations", lambda: load_migrations("postgres")[:1])
+    old = open_backend(pg_settings)   # a database of the version before 0002, with a first-start import
+
+    def first_start_rows(g: Graph) -> None:
+        ada = g.insert_entity("Ada", "person")
+        assert ada is not None
+        g.insert_observations([(ada, "imported")])
+        g.insert_relation(Relation("Ada", "Ada", "is"))
+        g.insert_record("first_start", path="memory.jsonl", size_bytes=1, sha256="0", mtime="", mtime_ns=0,
+                        counts=(1, 1, 1))
+
+    try:
+        old.run_write(first_start_rows)
+        old.run_write(lambda g: g.add_observations([("Ada", ["learned later"])]))
+    finally:
+        old.close()
+    monkeypatch.undo()
+    pg = open_backend(pg_settings)   # applies 0002
+    try:
+        ada = pg.run_read(lambda g: g.with_times(g.read_graph()))
+        assert ada.entities[0].times is not None
+        assert ada.entities[0].times.entity.created_at is None
+        assert ada.entities[0].times.entity.updated_at is not None   # its observation was added later
+        assert [t.created_at is None for t in ada.entities[0].times.observations] == [True, False]
+        assert [r.times for r in ada.relations] == [(None, None)]
+        later = pg.run_read(lambda g: g.read_page("2000-01-01", None, None))[0]
+        assert [e.name for e in later.entities] == ["Ada"] and later.relations == []
+    finally:
+        pg.close()
