@@ -13,19 +13,18 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from graph_memory import cli
-from graph_memory.db.backend import SqliteBackend
-from graph_memory.db.store import Store
+from graph_memory.db.backend import Backend
 from graph_memory.errors import SchemaError
 from graph_memory.logs import configure_logging
 from graph_memory.mcp.server import build_server
 from graph_memory.mcp.typed import declared_inverses, load_typed_tools
 from graph_memory.models import inverse_types
-from graph_memory.service import MemoryService
+from graph_memory.service import MemoryService, export_graph, import_file
+from graph_memory.settings import Settings
 
 from helpers import call
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 PAIRS = ["manages:reports_to", "married_to:married_to"]
 TEAM = {"entities": [{"name": n, "entityType": "person", "observations": []} for n in ("Ann", "Bob", "Cy")]}
 
@@ -53,8 +52,8 @@ def schemas(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def inverse_memory(store: Store, schemas: Path) -> MemoryService:
-    return MemoryService(SqliteBackend(store), inverses=declared_inverses(schemas, PAIRS))
+def inverse_memory(graph_backend: Backend, schemas: Path) -> MemoryService:
+    return MemoryService(graph_backend, inverses=declared_inverses(schemas, PAIRS))
 
 
 @pytest.fixture
@@ -158,13 +157,13 @@ def test_a_schema_inverse_contradicting_the_setting_is_refused(schemas: Path) ->
     assert inverse_types([("a", "b"), ("b", "a")]) == {"a": "b", "b": "a"}
 
 
-async def test_a_full_export_marks_inverses_and_an_import_restores_them(ref: Any, db_path: Path,
-                                                                        tmp_path: Path) -> None:
+async def test_a_full_export_marks_inverses_and_an_import_restores_them(
+        ref: Any, graph_backend: Backend, database_settings: Settings, tmp_path: Path) -> None:
     await call(ref, "create_entities", TEAM)
     await call(ref, "create_relations", {"relations": [rel("Ann", "Bob", "manages"), rel("Cy", "Ann", "knows")]})
     plain, full = tmp_path / "plain.jsonl", tmp_path / "full.jsonl"
-    assert cli.main(["--database", str(db_path), "export", "-o", str(plain)]) == 0
-    assert cli.main(["--database", str(db_path), "export", "--with-weights", "-o", str(full)]) == 0
+    export_graph(database_settings, plain)
+    export_graph(database_settings, full, with_weights=True)
     plain_relations = [json.loads(line) for line in plain.read_text().splitlines()][3:]
     assert [r["relationType"] for r in plain_relations] == ["manages", "knows", "reports_to"]
     assert all("inverseOf" not in r for r in plain_relations)   # the reference server's bytes
@@ -172,15 +171,13 @@ async def test_a_full_export_marks_inverses_and_an_import_restores_them(ref: Any
     assert full_relations[2] == {"type": "relation", **rel("Bob", "Ann", "reports_to"), "inverseOf": "manages"}
     assert all("inverseOf" not in r for r in full_relations[:2])
 
-    copy = tmp_path / "copy.db"
-    assert cli.main(["--database", str(copy), "import", str(full)]) == 0
-    store = Store.open(copy)
-    try:   # no pairs declared here: the link itself came from the file
-        async with Client(build_server(MemoryService(SqliteBackend(store))).server) as other:
-            await call(other, "delete_relations", {"relations": [rel("Ann", "Bob", "manages")]})
-            assert await relations(other) == [rel("Cy", "Ann", "knows")]
-    finally:
-        store.close()
+    await call(ref, "delete_entities", {"entityNames": ["Ann", "Bob", "Cy"]})
+    import_file(database_settings, str(full))
+    # No pairs declared here: the link itself came from the file.
+    async with Client(build_server(MemoryService(graph_backend)).server) as other:
+        assert [r["relationType"] for r in await relations(other)] == ["manages", "knows", "reports_to"]
+        await call(other, "delete_relations", {"relations": [rel("Ann", "Bob", "manages")]})
+        assert await relations(other) == [rel("Cy", "Ann", "knows")]
 
 
 @pytest.mark.parametrize(("value", "problem"), [

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from graph_memory.service import MemoryService
 
 from helpers import call
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 
 STATIC = ["add_nodes", "update_nodes", "delete_nodes", "add_edges", "update_edges", "delete_edges",
           "add_metadata", "delete_metadata", "read_graph", "search_nodes", "open_nodes"]
@@ -204,6 +205,20 @@ async def test_update_nodes_replaces_metadata_in_the_given_order_and_changes_typ
     assert (await graph(mesh))["nodes"] == data["nodes"]
     # a type change is searchable at once
     assert [n["name"] for n in (await mcall(mesh, "search_nodes", {"query": "PERS"}))["nodes"]] == ["B"]
+
+
+async def test_update_nodes_dates_the_node_so_since_finds_it(mesh: Any, reference: Any) -> None:
+    import anyio
+
+    await mcall(mesh, "add_nodes", {"nodes": [node("A", "t", ["one"]), node("B", "t", ["x"]), node("C", "t")]})
+    await anyio.sleep(0.005)   # times are stored to the millisecond: the next write is later
+    moment = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    await anyio.sleep(0.005)
+    await mcall(mesh, "update_nodes", {"nodes": [{"name": "A", "metadata": ["one", "two"]},
+                                                 {"name": "B", "nodeType": "person"}]})
+    changed = await call(reference, "read_graph", {"since": moment, "timestamps": True})
+    assert [e["name"] for e in changed["entities"]] == ["A", "B"]
+    assert all(e["createdAt"] < moment <= e["updatedAt"] for e in changed["entities"])
 
 
 async def test_update_nodes_of_an_unknown_node_fails_and_changes_nothing(mesh: Any) -> None:

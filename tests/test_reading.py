@@ -11,7 +11,7 @@ import pytest
 
 from helpers import call, call_error, names, sample_path, upstream_oracle
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 
 ALICE = {"name": "Alice", "entityType": "person", "observations": ["likes coffee", "lives in Lyon"]}
 BOB = {"name": "Bob", "entityType": "person", "observations": []}

@@ -21,6 +21,7 @@ from starlette.testclient import TestClient
 
 from graph_memory.browse import GraphBrowser
 from graph_memory.db import graph
+from graph_memory.db.backend import open_backend
 from graph_memory.db.store import Store
 from graph_memory.errors import SettingsError
 from graph_memory.models import MODES, Entity, Relation
@@ -33,18 +34,25 @@ SCRIPT = Path(sys.executable).with_name("graph-memory")
 
 
 def seed(path: Path) -> None:
-    store = Store.open(path)
-    store.run_write(lambda c: graph.create_entities(c, [
-        Entity("Alice", "person", ["likes green tea", "lives in Lyon"]),
-        Entity("Bob", "person", ["plays the cello"]),
-        Entity("Lyon", "city", ["in France"]),
-        Entity("Hub", "topic", [f"fact {i}" for i in range(250)]),
-    ]))
-    store.run_write(lambda c: graph.create_entities(c, [Entity(f"Spoke {i:03}", "spoke", []) for i in range(300)]))
-    store.run_write(lambda c: graph.create_relations(c, [
-        Relation("Alice", "Bob", "knows", 0.5), Relation("Alice", "Lyon", "lives_in"),
-        *[Relation("Hub", f"Spoke {i:03}", "has") for i in range(300)]]))
-    store.close()
+    seed_database(Settings.load(file_path=path))
+
+
+def seed_database(settings: Settings) -> None:
+    """The graph the reads are tested on, in the database ``settings`` name (either backend)."""
+    backend = open_backend(settings)
+    try:
+        backend.run_write(lambda g: g.create_entities([
+            Entity("Alice", "person", ["likes green tea", "lives in Lyon"]),
+            Entity("Bob", "person", ["plays the cello"]),
+            Entity("Lyon", "city", ["in France"]),
+            Entity("Hub", "topic", [f"fact {i}" for i in range(250)]),
+        ]))
+        backend.run_write(lambda g: g.create_entities([Entity(f"Spoke {i:03}", "spoke", []) for i in range(300)]))
+        backend.run_write(lambda g: g.create_relations([
+            Relation("Alice", "Bob", "knows", 0.5), Relation("Alice", "Lyon", "lives_in"),
+            *[Relation("Hub", f"Spoke {i:03}", "has") for i in range(300)]]))
+    finally:
+        backend.close()
 
 
 def files_digest(path: Path) -> dict[str, str | None]:
@@ -57,9 +65,11 @@ def files_digest(path: Path) -> dict[str, str | None]:
 
 
 @pytest.fixture
-def browser(db_path: Path) -> Iterator[GraphBrowser]:
-    seed(db_path)
-    b = GraphBrowser.open(Settings.load(file_path=db_path))
+def browser(database_settings: Settings) -> Iterator[GraphBrowser]:
+    """The view's reads over the seeded database: SQLite, or in a test marked ``both_backends``
+    also PostgreSQL."""
+    seed_database(database_settings)
+    b = GraphBrowser.open(database_settings)
     yield b
     b.close()
 
@@ -74,6 +84,7 @@ def client(browser: GraphBrowser) -> Iterator[TestClient]:
 # -- the reads ------------------------------------------------------------------------------------
 
 
+@pytest.mark.both_backends
 def test_search_points_at_the_matching_observation(client: TestClient) -> None:
     data = client.get("/api/search", params={"q": "GREEN tea"}).json()
     assert data["mode"] == "substring" and data["more"] is False
@@ -82,6 +93,7 @@ def test_search_points_at_the_matching_observation(client: TestClient) -> None:
     assert hit["snippet"] == [{"text": "likes ", "hit": False}, {"text": "green tea", "hit": True}]
 
 
+@pytest.mark.both_backends
 @pytest.mark.parametrize(("params", "names"), [
     ({"q": "tea likes", "mode": "words"}, ["Alice"]),
     ({"q": '"the cello" OR name:lyon', "mode": "fts"}, ["Bob", "Lyon"]),
@@ -92,11 +104,13 @@ def test_search_modes(client: TestClient, params: dict[str, str], names: list[st
     assert sorted(h["name"] for h in data["results"]) == names
 
 
+@pytest.mark.both_backends
 def test_search_results_are_capped_with_more(client: TestClient) -> None:
     data = client.get("/api/search", params={"q": "spoke", "limit": "1000"}).json()
     assert len(data["results"]) == 200 and data["more"] is True
 
 
+@pytest.mark.both_backends
 @pytest.mark.parametrize(("params", "message"), [
     ({"q": "a AND (", "mode": "fts"}, "fts"),
     ({"q": "x", "mode": "regex"}, "unknown search mode 'regex'"),
@@ -107,6 +121,7 @@ def test_bad_search_is_a_400_with_the_reason(client: TestClient, params: dict[st
     assert response.status_code == 400 and message in response.json()["error"]
 
 
+@pytest.mark.both_backends
 def test_entity_page_is_bounded_and_carries_totals(client: TestClient) -> None:
     hub = client.get("/api/entity", params={"name": "Hub"}).json()
     assert (hub["observationsTotal"], len(hub["observations"])) == (250, 200)
@@ -118,11 +133,13 @@ def test_entity_page_is_bounded_and_carries_totals(client: TestClient) -> None:
     assert alice["neighborTypes"] == {"Bob": "person", "Lyon": "city"}
 
 
+@pytest.mark.both_backends
 def test_unknown_entity_is_a_404(client: TestClient) -> None:
     response = client.get("/api/entity", params={"name": "Nobody"})
     assert response.status_code == 404 and response.json() == {"error": "Entity with name Nobody not found"}
 
 
+@pytest.mark.both_backends
 def test_neighbourhood_is_capped_and_says_how_much_is_left_out(client: TestClient) -> None:
     area = client.get("/api/neighborhood", params={"name": "Hub", "hops": "2", "limit": "40"}).json()
     assert len(area["nodes"]) == 40 and area["truncated"] is True
@@ -134,6 +151,7 @@ def test_neighbourhood_is_capped_and_says_how_much_is_left_out(client: TestClien
     assert small["hidden"] == 0 and len(small["relations"]) == 2
 
 
+@pytest.mark.both_backends
 def test_overview_counts_types_hubs_and_latest_additions(client: TestClient) -> None:
     data = client.get("/api/overview").json()
     assert data["totals"] == {"entities": 304, "observations": 254, "relations": 302}

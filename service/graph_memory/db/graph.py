@@ -596,7 +596,7 @@ def replace_observations(conn: apsw.Connection, name: str, contents: Sequence[st
     Observations that stay keep their rows (id, ``created_at``) when the order allows it: when the
     kept ones are already in the new order and the new ones come after them, only the removed rows
     are deleted and the new ones appended; otherwise every row is written again in the new order.
-    Returns whether anything changed.
+    A change sets the entity's ``updated_at`` (what ``since`` reads). Returns whether anything changed.
 
     Raises:
         EntityNotFound: the entity does not exist.
@@ -620,6 +620,7 @@ def replace_observations(conn: apsw.Connection, name: str, contents: Sequence[st
                      (entity_id, *params))
     conn.executemany("INSERT INTO observations (entity_id, content) VALUES (?, ?)",
                      [(entity_id, c) for c in fresh])
+    _touch(conn, entity_id)   # an observation change dates its entity (migrations/0006)
     return True
 
 

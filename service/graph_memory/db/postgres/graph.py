@@ -14,15 +14,18 @@ backend calls it before committing), or at the end of a merge (:meth:`PostgresGr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 import psycopg
 
 from graph_memory.db.backup import GraphCounts
+from graph_memory.db.explore import Change, EntityPage, Neighborhood
 from graph_memory.db.graph import unique
 from graph_memory.db.postgres.text import decode, document, encode, key, relation_key
+from graph_memory.db.postgres.text import key as _key
 from graph_memory.db.records import RECORD_COLUMNS, ImportRecord
 from graph_memory.errors import Conflict, EntityNotFound, RelationNotFound
 from graph_memory.models import (
@@ -32,14 +35,17 @@ from graph_memory.models import (
     DeleteObservationsResult,
     DeleteRelationsResult,
     Entity,
+    EntityTimes,
     GraphSlice,
     Mode,
     ObservationUpdate,
     PrefixEdit,
     Relation,
+    Times,
     UpdatedObservations,
     WeightChange,
 )
+from graph_memory.paging import ReadPosition, SearchPosition
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 
@@ -47,6 +53,14 @@ Connection = psycopg.Connection[tuple[Any, ...]]
 _DOCUMENT_BATCH = 1000
 _RELATION_COLUMNS = "from_name, to_name, relation_type, weight"
 _RECORDED_AT = "to_char(recorded_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+
+
+def stored_time(column: str) -> str:
+    """SQL showing the timestamptz ``column`` as the SQLite backend stores times
+    (``2026-12-01T17:29:28.123Z``: UTC, milliseconds cut), NULL when unknown. ``since`` compares
+    the column itself: ``since`` has whole milliseconds, so ``t >= since`` exactly when the
+    shown ``t`` is."""
+    return f"to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 
 
 def _relation(row: Sequence[Any]) -> Relation:
@@ -169,11 +183,13 @@ class PostgresGraph:
             if entity.name in seen:
                 continue
             seen.add(entity.name)
-            entity_id = self.insert_entity(entity.name, entity.entity_type)
-            if entity_id is None:
+            inserted = self._insert_entity(entity.name, entity.entity_type)
+            if inserted is None:
                 continue
+            entity_id, created_at = inserted
             observations = unique(entity.observations)
-            self.insert_observations([(entity_id, o) for o in observations])
+            # Created together: the observations carry the entity's own creation time.
+            self.insert_observations([(entity_id, o) for o in observations], at=created_at)
             created.append(Entity(entity.name, entity.entity_type, observations))
         return created
 
@@ -190,15 +206,22 @@ class PostgresGraph:
         return [r for r in relations if self.insert_relation(r)]
 
     def insert_entity(self, name: str, entity_type: str) -> int | None:
-        row = self._one("INSERT INTO entities (name, name_key, entity_type) VALUES (%s, %s, %s) "
-                        "ON CONFLICT (name_key) DO NOTHING RETURNING id",
+        inserted = self._insert_entity(name, entity_type)
+        return None if inserted is None else inserted[0]
+
+    def _insert_entity(self, name: str, entity_type: str) -> tuple[int, datetime | None] | None:
+        """:meth:`insert_entity`, returning ``(id, created_at)``; inside a merge (an import from a
+        legacy file, which keeps no times) the times are unknown (NULL)."""
+        times = "NULL, NULL" if self._merging else "DEFAULT, DEFAULT"
+        row = self._one(f"INSERT INTO entities (name, name_key, entity_type, created_at, updated_at) "
+                        f"VALUES (%s, %s, %s, {times}) ON CONFLICT (name_key) DO NOTHING RETURNING id, created_at",
                         (encode(name), key(name), encode(entity_type)))
         if row is None:
             return None
         entity_id = int(row[0])
         self.changed = True
         self.stale.add(entity_id)
-        return entity_id
+        return entity_id, row[1]
 
     def find_entity(self, name: str) -> tuple[int, str] | None:
         row = self._one("SELECT id, entity_type FROM entities WHERE name_key = %s", (key(name),))
@@ -208,19 +231,32 @@ class PostgresGraph:
         return {decode(c) for (c,) in self._rows("SELECT content FROM observations WHERE entity_id = %s",
                                                  (entity_id,))}
 
-    def insert_observations(self, rows: Iterable[tuple[int, str]]) -> None:
-        params = [(entity_id, encode(content), key(content)) for entity_id, content in rows]
+    def insert_observations(self, rows: Iterable[tuple[int, str]], *, at: datetime | None = None) -> None:
+        """Insert observations ``(entity_id, content)`` the entities lack (the caller checked),
+        created ``at`` (default: now; unknown, NULL, inside a merge)."""
+        params: list[tuple[Any, ...]] = [(entity_id, encode(content), key(content)) for entity_id, content in rows]
         if not params:
             return
+        if self._merging:
+            sql = "INSERT INTO observations (entity_id, content, content_key, created_at, updated_at) " \
+                  "VALUES (%s, %s, %s, NULL, NULL)"
+        elif at is not None:
+            sql = "INSERT INTO observations (entity_id, content, content_key, created_at, updated_at) " \
+                  "VALUES (%s, %s, %s, %s, %s)"
+            params = [(*row, at, at) for row in params]
+        else:
+            sql = "INSERT INTO observations (entity_id, content, content_key) VALUES (%s, %s, %s)"
         with self.conn.cursor() as cur:
-            cur.executemany("INSERT INTO observations (entity_id, content, content_key) VALUES (%s, %s, %s)", params)
+            cur.executemany(sql, params)
         self.changed = True
-        self.stale.update(entity_id for entity_id, _, _ in params)
+        self.stale.update(int(row[0]) for row in params)
 
     def insert_relation(self, relation: Relation) -> bool:
+        created = "NULL" if self._merging else "DEFAULT"   # a legacy file keeps no times
         row = self._one(
-            "INSERT INTO relations (from_name, to_name, relation_type, from_key, to_key, relation_key, weight) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (relation_key) DO NOTHING RETURNING id",
+            f"INSERT INTO relations (from_name, to_name, relation_type, from_key, to_key, relation_key, weight, "
+            f"created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, {created}) ON CONFLICT (relation_key) DO NOTHING "
+            f"RETURNING id",
             (encode(relation.source), encode(relation.target), encode(relation.relation_type), key(relation.source),
              key(relation.target), relation_key(*relation.key), relation.weight))
         if row is None:
@@ -257,10 +293,16 @@ class PostgresGraph:
                 if row is not None:
                     added.append(content)
             if added:
-                self.changed = True
-                self.stale.add(entity_id)
+                self._touch(entity_id)
             results.append(AddedObservations(name, added))
         return results
+
+    def _touch(self, entity_id: int) -> None:
+        """Record that the entity's observations changed now (its ``updated_at``: what ``since``
+        reads); its search document is rewritten at the end of the write."""
+        self.conn.execute("UPDATE entities SET updated_at = clock_timestamp() WHERE id = %s", (entity_id,))
+        self.changed = True
+        self.stale.add(entity_id)
 
     def delete_entities(self, names: Sequence[str]) -> DeleteEntitiesResult:
         requested = unique(names)
@@ -268,11 +310,13 @@ class PostgresGraph:
         gone = {decode(n) for (n,) in self._rows("DELETE FROM entities WHERE name_key = ANY(%s) RETURNING name",
                                                  (keys,))}
         deleted = [n for n in requested if n in gone]
-        relations = self._rows("DELETE FROM relations WHERE from_key = ANY(%s) OR to_key = ANY(%s) RETURNING id",
-                               (keys, keys))
+        # A materialized inverse goes with its primary (both name the entity) and is not counted.
+        relations = self._rows("DELETE FROM relations WHERE from_key = ANY(%s) OR to_key = ANY(%s) "
+                               "RETURNING inverse_of", (keys, keys))
         if gone or relations:
             self.changed = True
-        return DeleteEntitiesResult(len(requested), deleted, [n for n in requested if n not in gone], len(relations))
+        primaries = sum(1 for (inverse_of,) in relations if inverse_of is None)
+        return DeleteEntitiesResult(len(requested), deleted, [n for n in requested if n not in gone], primaries)
 
     def delete_observations(self, items: Sequence[tuple[str, Sequence[str]]]) -> DeleteObservationsResult:
         out = DeleteObservationsResult()
@@ -287,8 +331,7 @@ class PostgresGraph:
                              (row[0], key(content))) is not None:
                     deleted.append(content)
             if deleted:
-                self.changed = True
-                self.stale.add(int(row[0]))
+                self._touch(int(row[0]))
             out.results.append(DeletedObservations(name, len(observations), deleted))
         return out
 
@@ -321,8 +364,7 @@ class PostgresGraph:
                 raise Conflict(f"entity {update.entity_name} has no observation {update.match!r}; "
                                f"nothing was changed")
             self._replace_observation(int(row[0]), update.replacement)
-            self.changed = True
-            self.stale.add(entity_id)
+            self._touch(entity_id)
             grouped.setdefault(update.entity_name, []).append((update.match, update.replacement))
         return [UpdatedObservations(name, items) for name, items in grouped.items()]
 
@@ -335,7 +377,8 @@ class PostgresGraph:
                 raise RelationNotFound(*relation.key)
             previous = float(row[1])
             weight = (previous + evidence) / 2
-            self.conn.execute("UPDATE relations SET weight = %s WHERE id = %s", (weight, row[0]))
+            self.conn.execute("UPDATE relations SET weight = %s, updated_at = clock_timestamp() WHERE id = %s",
+                              (weight, row[0]))
             self.changed = True
             changes.append(WeightChange(Relation(*relation.key, weight), previous, evidence))
         return changes
@@ -360,8 +403,7 @@ class PostgresGraph:
                      (entity_id, key(content))) is not None:
             return PrefixEdit("unchanged", content)
         found = self._starting_with(entity_id, prefix)
-        self.changed = True
-        self.stale.add(entity_id)
+        self._touch(entity_id)
         if not found:
             self.insert_observations([(entity_id, content)])
             return PrefixEdit("added", content)
@@ -374,14 +416,200 @@ class PostgresGraph:
         found = self._starting_with(entity_id, prefix)
         if found:
             self.conn.execute("DELETE FROM observations WHERE id = ANY(%s)", ([i for i, _ in found],))
-            self.changed = True
-            self.stale.add(entity_id)
+            self._touch(entity_id)
         return [content for _, content in found]
 
     def relations_from(self, source: str, relation_type: str) -> list[Relation]:
         rows = self._rows(f"SELECT {_RELATION_COLUMNS} FROM relations WHERE from_key = %s AND relation_type = %s "
                           f"ORDER BY id", (key(source), encode(relation_type)))
         return [_relation(r) for r in rows]
+
+    # -- the MemoryMesh profile and materialized inverses (SQLite: migrations 0007) --------------
+
+    def set_entity_type(self, name: str, entity_type: str) -> bool:
+        row = self._one("UPDATE entities SET entity_type = %s, updated_at = clock_timestamp() "
+                        "WHERE name_key = %s AND entity_type <> %s RETURNING id",
+                        (encode(entity_type), key(name), encode(entity_type)))
+        if row is None:
+            self._require_entity(name)
+            return False
+        self.changed = True
+        self.stale.add(int(row[0]))
+        return True
+
+    def replace_observations(self, name: str, contents: Sequence[str]) -> bool:
+        """As :func:`graph_memory.db.graph.replace_observations`: kept observations keep their rows
+        when the order allows it, else every row is written again in the new order."""
+        entity_id = self._require_entity(name)
+        wanted = unique(contents)
+        current = [decode(c) for (c,) in self._rows(
+            "SELECT content FROM observations WHERE entity_id = %s ORDER BY id", (entity_id,))]
+        if current == wanted:
+            return False
+        wanted_set = set(wanted)
+        kept = [c for c in current if c in wanted_set]
+        if wanted[:len(kept)] == kept:
+            gone = [c for c in current if c not in wanted_set]
+            fresh = wanted[len(kept):]
+        else:  # the order changed: rewrite them all
+            gone, fresh = current, wanted
+        if gone:
+            self.conn.execute("DELETE FROM observations WHERE entity_id = %s AND content_key = ANY(%s)",
+                              (entity_id, [key(c) for c in gone]))
+        self.insert_observations([(entity_id, c) for c in fresh])
+        self._touch(entity_id)
+        return True
+
+    def find_relation(self, source: str, target: str, relation_type: str) -> Relation | None:
+        row = self._one(f"SELECT {_RELATION_COLUMNS} FROM relations WHERE relation_key = %s",
+                        (relation_key(source, target, relation_type),))
+        return None if row is None else _relation(row)
+
+    def move_relation(self, key: tuple[str, str, str], new_key: tuple[str, str, str],
+                      evidence: float | None) -> tuple[Relation, Relation]:
+        row = self._one("SELECT id, weight FROM relations WHERE relation_key = %s FOR UPDATE", (relation_key(*key),))
+        if row is None:
+            raise RelationNotFound(*key)
+        before = Relation(*key, float(row[1]))
+        for old, new in ((key[0], new_key[0]), (key[1], new_key[1])):
+            if new != old:
+                self._require_entity(new)
+        if new_key != key and self.find_relation(*new_key) is not None:
+            raise Conflict(f"Relation {new_key[0]} -[{new_key[2]}]-> {new_key[1]} already exists; delete one of "
+                           f"the two first, or update that one")
+        weight = before.weight if evidence is None else (before.weight + evidence) / 2
+        if new_key == key:
+            self.conn.execute("UPDATE relations SET weight = %s WHERE id = %s", (weight, row[0]))
+        else:
+            # A re-pointed relation is an ordinary one, and the inverse it had no longer fits it.
+            self.conn.execute("DELETE FROM relations WHERE inverse_of = %s", (row[0],))
+            source, target, kind = new_key
+            self.conn.execute(
+                "UPDATE relations SET from_name = %s, to_name = %s, relation_type = %s, from_key = %s, to_key = %s, "
+                "relation_key = %s, weight = %s, inverse_of = NULL WHERE id = %s",
+                (encode(source), encode(target), encode(kind), _key(source), _key(target),
+                 relation_key(*new_key), weight, row[0]))
+        self.changed = True
+        return before, Relation(*new_key, weight)
+
+    def create_inverses(self, relations: Sequence[Relation], inverses: Mapping[str, str]) -> list[Relation]:
+        made: list[Relation] = []
+        for relation in relations:
+            inverse_type = inverses.get(relation.relation_type)
+            if inverse_type is None:
+                continue
+            inverse = Relation(relation.target, relation.source, inverse_type, relation.weight)
+            row = self._one(
+                "INSERT INTO relations (from_name, to_name, relation_type, from_key, to_key, relation_key, weight, "
+                "inverse_of) SELECT %s, %s, %s, %s, %s, %s, %s, id FROM relations WHERE relation_key = %s "
+                "ON CONFLICT (relation_key) DO NOTHING RETURNING id",
+                (encode(inverse.source), encode(inverse.target), encode(inverse_type), _key(inverse.source),
+                 _key(inverse.target), relation_key(*inverse.key), inverse.weight, relation_key(*relation.key)))
+            if row is not None:
+                made.append(inverse)
+                self.changed = True
+        return made
+
+    def inverse_links(self) -> dict[tuple[str, str, str], str]:
+        rows = self._rows("SELECT i.from_name, i.to_name, i.relation_type, p.relation_type FROM relations i "
+                          "JOIN relations p ON p.id = i.inverse_of")
+        return {(decode(a), decode(b), decode(t)): decode(primary) for a, b, t, primary in rows}
+
+    def link_inverse(self, key: tuple[str, str, str], primary_type: str) -> bool:
+        row = self._one(
+            "UPDATE relations SET inverse_of = p.id FROM relations p "
+            "WHERE p.relation_key = %s AND p.inverse_of IS NULL AND relations.relation_key = %s "
+            "AND relations.id <> p.id RETURNING relations.id",
+            (relation_key(key[1], key[0], primary_type), relation_key(*key)))
+        if row is None:
+            return False
+        self.changed = True
+        return True
+
+    # -- pages, since and times (SQLite: migrations 0006, db/pages.py) ----------------------------
+
+    def read_page(self, since: str | None, after: ReadPosition | None,
+                  limit: int | None) -> tuple[GraphSlice, ReadPosition | None]:
+        from graph_memory.db.postgres import pages
+
+        return pages.read_page(self, since, after, limit)
+
+    def search_page(self, query: str, mode: Mode, since: str | None, after: SearchPosition | None,
+                    limit: int | None) -> tuple[GraphSlice, SearchPosition | None]:
+        from graph_memory.db.postgres import pages
+
+        return pages.search_page(self, query, mode, since, after, limit)
+
+    def cursor_secret(self) -> bytes:
+        row = self._one("SELECT secret FROM cursor_secret WHERE id = 1")
+        return bytes(row[0]) if row is not None else b""
+
+    def with_times(self, result: GraphSlice) -> GraphSlice:
+        """As :func:`graph_memory.db.graph.with_times`: the times of the rows of ``result``
+        (None where unknown)."""
+        entities = result.entities + result.neighbors
+        if entities:
+            heads = {decode(row[0]): (int(row[1]), Times(row[2], row[3])) for row in self._rows(
+                f"SELECT name, id, {stored_time('created_at')}, {stored_time('updated_at')} FROM entities "
+                f"WHERE name_key = ANY(%s)", ([key(e.name) for e in entities],))}
+            observed: dict[int, list[Times]] = {entity_id: [] for entity_id, _ in heads.values()}
+            shared: dict[tuple[str | None, str | None], Times] = {}
+            for entity_id, created, updated in self._rows(
+                    f"SELECT entity_id, {stored_time('created_at')}, {stored_time('updated_at')} FROM observations "
+                    f"WHERE entity_id = ANY(%s) ORDER BY id", (list(observed),)):
+                times = shared.get((created, updated))
+                if times is None:
+                    times = shared[(created, updated)] = Times(created, updated)
+                observed[entity_id].append(times)
+            for entity in entities:
+                entity_id, entity_times = heads[entity.name]
+                entity.times = EntityTimes(entity_times, observed[entity_id])
+        if result.relations:
+            rows = self._rows(
+                f"SELECT relation_key, {stored_time('created_at')}, {stored_time('coalesce(updated_at, created_at)')} "
+                f"FROM relations WHERE relation_key = ANY(%s)", ([relation_key(*r.key) for r in result.relations],))
+            times_of = {bytes(row[0]): Times(row[1], row[2]) for row in rows}
+            result.relations = [Relation(r.source, r.target, r.relation_type, r.weight,
+                                         times_of[relation_key(*r.key)]) for r in result.relations]
+        return result
+
+    # -- bounded reads for looking at the graph (SQLite: db/explore.py) ----------------------------
+
+    def neighborhood(self, names: Sequence[str], hops: int, max_entities: int | None) -> Neighborhood:
+        from graph_memory.db.postgres import explore
+
+        return explore.neighborhood(self, list(names), hops, max_entities)
+
+    def find_entities(self, query: str, mode: Mode, limit: int) -> list[Entity]:
+        from graph_memory.db.postgres.search import search
+
+        return search(self, query, mode, limit, related=False).entities
+
+    def entity_page(self, name: str, max_items: int) -> EntityPage | None:
+        from graph_memory.db.postgres import explore
+
+        return explore.entity_page(self, name, max_items)
+
+    def type_counts(self, limit: int) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+        from graph_memory.db.postgres import explore
+
+        return explore.type_counts(self, limit)
+
+    def totals(self) -> dict[str, int]:
+        row = self._one("SELECT (SELECT count(*) FROM entities), (SELECT count(*) FROM observations), "
+                        "(SELECT count(*) FROM relations)")
+        assert row is not None
+        return {"entities": int(row[0]), "observations": int(row[1]), "relations": int(row[2])}
+
+    def most_connected(self, limit: int) -> list[tuple[str, str | None, int]]:
+        from graph_memory.db.postgres import explore
+
+        return explore.most_connected(self, limit)
+
+    def recent_changes(self, limit: int) -> list[Change]:
+        from graph_memory.db.postgres import explore
+
+        return explore.recent_changes(self, limit)
 
     # -- legacy-import records ----------------------------------------------------------------------
 

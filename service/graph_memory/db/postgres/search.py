@@ -42,15 +42,38 @@ _WEIGHT = dict(zip(_COLUMNS, WEIGHTS, strict=True))
 _HEAD = "e.id, e.name, e.entity_type FROM entity_search s JOIN entities e ON e.id = s.entity_id"
 
 
-def search(graph: PostgresGraph, query: str, mode: Mode = "substring", limit: int | None = None) -> GraphSlice:
-    """``search_nodes``, as :func:`graph_memory.db.search.search` (same errors)."""
+def search(graph: PostgresGraph, query: str, mode: Mode = "substring", limit: int | None = None, *,
+           related: bool = True) -> GraphSlice:
+    """``search_nodes``, as :func:`graph_memory.db.search.search` (same errors; ``related=False``:
+    the entities only)."""
+    found = [entity for _, entity in matches(graph, query, mode, limit)]
+    return graph.slice(found) if related else GraphSlice(found, [])
+
+
+def matches(graph: PostgresGraph, query: str, mode: Mode, limit: int | None) -> list[tuple[int, Entity]]:
+    """``(id, entity)`` of the entities ``query`` finds in ``mode`` (at most ``limit``), in the
+    order :func:`search` returns them.
+
+    Raises:
+        InvalidQuery: as :func:`graph_memory.db.search.search`.
+    """
     if mode == "substring":
-        return search_substring(graph, query, limit)
+        return substring_matches(graph, query, limit)
     if mode == "words":
-        return search_words(graph, query, limit)
+        return words_matches(graph, query, limit)
     if mode == "fts":
-        return search_fts(graph, query, limit)
+        return fts_matches(graph, query, limit)
     raise InvalidQuery(f"unknown search mode {mode!r}; use one of: {', '.join(MODES)}")
+
+
+def match_ids(graph: PostgresGraph, query: str, mode: Mode) -> list[int]:
+    """The ids of every entity ``query`` matches in ``mode``, in the order :func:`search` returns
+    them: what paging (:mod:`graph_memory.db.postgres.pages`) cuts into pages.
+
+    Raises:
+        InvalidQuery: as :func:`search`.
+    """
+    return [i for i, _ in matches(graph, query, mode, None)]
 
 
 def like_pattern(text: str, *, anchored: bool = False) -> str:
@@ -71,33 +94,51 @@ def _limit(limit: int | None) -> str:
     return "" if limit is None else f"LIMIT {min(max(int(limit), 0), 2**63 - 1):d}"  # bigint, as SQLite clamps
 
 
-def _heads(graph: PostgresGraph, sql: str, params: dict[str, Any]) -> list[Entity]:
-    return graph._with_observations(graph._rows(sql, params))
+def _heads(graph: PostgresGraph, sql: str, params: dict[str, Any]) -> list[tuple[int, Entity]]:
+    """``(id, entity)`` for the ``(id, name, type)`` rows ``sql`` selects, in their order."""
+    heads = graph._rows(sql, params)
+    return list(zip([int(h[0]) for h in heads], graph._with_observations(heads), strict=True))
 
 
-def _all_entities(graph: PostgresGraph, limit: int | None) -> list[Entity]:
-    return graph._with_observations(graph._rows(f"SELECT id, name, entity_type FROM entities ORDER BY id "
-                                                f"{_limit(limit)}"))
+def _cut(found: list[tuple[int, Entity]], limit: int | None) -> list[tuple[int, Entity]]:
+    return found if limit is None else found[:max(limit, 0)]
 
 
-def search_substring(graph: PostgresGraph, query: str, limit: int | None = None) -> GraphSlice:
+def substring_matches(graph: PostgresGraph, query: str, limit: int | None = None, *, after: int = 0,
+                      since: str | None = None) -> list[tuple[int, Entity]]:
     """The reference server's rule: ``query.lower()`` is a substring of the entity's lower-cased
-    name, type or one observation; entities in creation order (the first ``limit``)."""
+    name, type or one observation; ``(id, entity)`` in creation order (the first ``limit``), only
+    ids over ``after`` and, with ``since``, entities changed at or after it (pages:
+    :mod:`graph_memory.db.postgres.pages`)."""
     check_query(query)
     needle = query.lower()
+    params: dict[str, Any] = {"after": after, "since": since}
+    extra = "e.id > %(after)s" + (" AND e.updated_at >= %(since)s::timestamptz" if since is not None else "")
     if not needle:
-        return graph.slice(_all_entities(graph, limit))
+        return _heads(graph, f"SELECT e.id, e.name, e.entity_type FROM entities e WHERE {extra} ORDER BY e.id "
+                             f"{_limit(limit)}", params)
     if not _storable(needle):
-        return GraphSlice([], [])
-    params = {"p": like_pattern(needle)}
+        return []
+    params["p"] = like_pattern(needle)
     if "\n" in needle or needs_check(needle):
         # The document joins observations with newlines, and an escape could hold the needle's
         # start: the documents give a superset, the rule itself decides.
-        candidates = _heads(graph, f"SELECT {_HEAD} WHERE {_any_field('p')} ORDER BY e.id", params)
-        matched = [e for e in candidates if entity_matches(e, needle)]
-        return graph.slice(matched if limit is None else matched[:max(limit, 0)])
-    return graph.slice(_heads(graph, f"SELECT {_HEAD} WHERE {_any_field('p')} ORDER BY e.id {_limit(limit)}",
-                              params))
+        candidates = _heads(graph, f"SELECT {_HEAD} WHERE {_any_field('p')} AND {extra} ORDER BY e.id", params)
+        return _cut([(i, e) for i, e in candidates if entity_matches(e, needle)], limit)
+    return _heads(graph, f"SELECT {_HEAD} WHERE {_any_field('p')} AND {extra} ORDER BY e.id {_limit(limit)}",
+                  params)
+
+
+def substring_among(graph: PostgresGraph, query: str, ids: set[int], since: str | None = None) -> set[int]:
+    """Which of the entities ``ids`` ``query`` matches in ``substring`` mode (and changed at or
+    after ``since``), decided by the rule itself on their current text."""
+    needle = query.lower()
+    if not ids or not _storable(needle):
+        return set()
+    changed = " AND e.updated_at >= %(since)s::timestamptz" if since is not None else ""
+    found = _heads(graph, f"SELECT e.id, e.name, e.entity_type FROM entities e WHERE e.id = ANY(%(ids)s){changed}",
+                   {"ids": sorted(ids), "since": since})
+    return {i for i, e in found if not needle or entity_matches(e, needle)}
 
 
 def _score(terms: Sequence[tuple[str, Sequence[str]]]) -> str:
@@ -106,24 +147,23 @@ def _score(terms: Sequence[tuple[str, Sequence[str]]]) -> str:
     return " + ".join(parts) if parts else "0"
 
 
-def search_words(graph: PostgresGraph, query: str, limit: int | None = None) -> GraphSlice:
+def words_matches(graph: PostgresGraph, query: str, limit: int | None = None) -> list[tuple[int, Entity]]:
     """Every whitespace-separated term of ``query`` (lower-cased) is a substring of the name, the
     type or one observation; ranked by the weighted count of fields the terms hit, ties by creation
     order. A blank query matches every entity in creation order."""
     check_query(query)
     terms = unique(t.lower() for t in query.split())
     if not terms:
-        return graph.slice(_all_entities(graph, limit))
+        return _heads(graph, f"SELECT id, name, entity_type FROM entities ORDER BY id {_limit(limit)}", {})
     if not all(_storable(t) for t in terms):
-        return GraphSlice([], [])
+        return []
     params = {f"t{i}": like_pattern(t) for i, t in enumerate(terms)}
     where = " AND ".join(_any_field(f"t{i}") for i in range(len(terms)))
     order = f"ORDER BY {_score([(f't{i}', _COLUMNS) for i in range(len(terms))])} DESC, e.id"
     if any(needs_check(t) for t in terms):
         candidates = _heads(graph, f"SELECT {_HEAD} WHERE {where} {order}", params)
-        matched = [e for e in candidates if all(entity_matches(e, t) for t in terms)]
-        return graph.slice(matched if limit is None else matched[:max(limit, 0)])
-    return graph.slice(_heads(graph, f"SELECT {_HEAD} WHERE {where} {order} {_limit(limit)}", params))
+        return _cut([(i, e) for i, e in candidates if all(entity_matches(e, t) for t in terms)], limit)
+    return _heads(graph, f"SELECT {_HEAD} WHERE {where} {order} {_limit(limit)}", params)
 
 
 class _Translation:
@@ -168,7 +208,7 @@ class _Translation:
         return "(" + " OR ".join(_hit(c, param) for c in columns) + ")"
 
 
-def search_fts(graph: PostgresGraph, query: str, limit: int | None = None) -> GraphSlice:
+def fts_matches(graph: PostgresGraph, query: str, limit: int | None = None) -> list[tuple[int, Entity]]:
     """FTS5 query syntax translated to LIKE conditions (see the module's docstring).
 
     Raises:
@@ -180,5 +220,5 @@ def search_fts(graph: PostgresGraph, query: str, limit: int | None = None) -> Gr
     translation = _Translation()
     where = translation.condition(tree, _COLUMNS)
     order = f"ORDER BY {_score(translation.ranked)} DESC, e.id"
-    return graph.slice(_heads(graph, f"SELECT {_HEAD} WHERE {where} {order} {_limit(limit)}", translation.params))
+    return _heads(graph, f"SELECT {_HEAD} WHERE {where} {order} {_limit(limit)}", translation.params)
 

@@ -1,0 +1,153 @@
+"""Pages and ``since`` for read_graph and search_nodes on PostgreSQL: the semantics of
+:mod:`graph_memory.db.pages` (the SQLite backend's, where they are described), the same keys
+(entity and relation ids in creation order) and the same cursor positions.
+
+``since`` compares the timestamptz columns with the moment (whole milliseconds), which selects
+exactly the rows whose shown time (milliseconds cut) is at or after it; unknown times (NULL)
+are never selected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from graph_memory.db.graph import unique
+from graph_memory.db.postgres.search import match_ids, substring_among, substring_matches
+from graph_memory.db.postgres.text import decode, key
+from graph_memory.models import Entity, GraphSlice, Mode, Relation
+from graph_memory.paging import ReadPosition, SearchPosition
+
+if TYPE_CHECKING:
+    from graph_memory.db.postgres.graph import PostgresGraph
+
+_RELATION = "id, from_name, to_name, relation_type, weight"
+
+
+def _limit(room: int | None) -> str:
+    return "" if room is None else f" LIMIT {int(room) + 1:d}"
+
+
+def read_page(graph: PostgresGraph, since: str | None, after: ReadPosition | None,
+              limit: int | None) -> tuple[GraphSlice, ReadPosition | None]:
+    """One page of read_graph (everything left when ``limit`` is None) and where the next starts
+    (None: this was the last)."""
+    position = after or ReadPosition("entities", 0)
+    room = limit
+    entities: list[Entity] = []
+    if position.phase == "entities":
+        changed = " AND updated_at >= %s::timestamptz" if since is not None else ""
+        params: tuple[object, ...] = (position.last_id, *((since,) if since is not None else ()))
+        ids = [int(row[0]) for row in graph._rows(
+            f"SELECT id FROM entities WHERE id > %s{changed} ORDER BY id{_limit(room)}", params)]
+        if room is not None and len(ids) > room:
+            ids = ids[:room]
+            return GraphSlice(_load_ids(graph, ids), [], []), ReadPosition("entities", ids[-1])
+        entities = _load_ids(graph, ids)
+        if room is not None:
+            room -= len(ids)
+        position = ReadPosition("relations", 0)
+    changed = " AND coalesce(updated_at, created_at) >= %s::timestamptz" if since is not None else ""
+    params = (position.last_id, *((since,) if since is not None else ()))
+    rows = graph._rows(f"SELECT {_RELATION} FROM relations WHERE id > %s{changed} ORDER BY id{_limit(room)}", params)
+    more = room is not None and len(rows) > room
+    if more:
+        rows = rows[:room]
+    relations = [Relation(decode(r[1]), decode(r[2]), decode(r[3]), float(r[4])) for r in rows]
+    following = ReadPosition("relations", int(rows[-1][0]) if rows else position.last_id) if more else None
+    return GraphSlice(entities, relations, []), following
+
+
+def search_page(graph: PostgresGraph, query: str, mode: Mode, since: str | None, after: SearchPosition | None,
+                limit: int | None) -> tuple[GraphSlice, SearchPosition | None]:
+    """One page of search_nodes (every match left when ``limit`` is None) and where the next
+    starts (None: this was the last).
+
+    Raises:
+        InvalidQuery: as :func:`graph_memory.db.search.search`.
+    """
+    if mode == "substring":
+        start = after.after if after is not None else 0
+        found = substring_matches(graph, query, None if limit is None else limit + 1, after=start, since=since)
+        page = found if limit is None else found[:limit]
+        following = SearchPosition(after=page[-1][0]) if len(found) > len(page) else None
+        on_page = {i for i, _ in page}
+
+        def matched(candidates: set[int]) -> set[int]:
+            return candidates & on_page | substring_among(graph, query, candidates - on_page, since)
+
+        def earlier(candidates: set[int]) -> set[int]:
+            return matched({i for i in candidates if i <= start})
+
+        return _page_slice(graph, [e for _, e in page], earlier if start else None, matched), following
+    # The ranked modes rank every match once, at the first page, and freeze that order.
+    matches = match_ids(graph, query, mode)
+    if since is not None:
+        recent = {int(row[0]) for row in graph._rows(
+            "SELECT id FROM entities WHERE id = ANY(%s) AND updated_at >= %s::timestamptz", (matches, since))}
+        matches = [i for i in matches if i in recent]
+    if after is None or after.rest is None:
+        todo = matches
+    else:   # what no longer exists is gone
+        alive = _existing(graph, after.rest)
+        todo = [i for i in after.rest if i in alive]
+    page_ids = todo if limit is None else todo[:limit]
+    rest = todo[len(page_ids):]
+    everything, waiting = set(matches) | set(page_ids), set(todo)
+
+    def earlier_ranked(candidates: set[int]) -> set[int]:
+        return {i for i in candidates if i in everything and i not in waiting}
+
+    return (_page_slice(graph, _load_ids(graph, page_ids, ordered=True), None if after is None else earlier_ranked,
+                        everything.intersection),
+            SearchPosition(rest=tuple(rest)) if rest else None)
+
+
+IdTest = Callable[[set[int]], set[int]]
+
+
+def _page_slice(graph: PostgresGraph, entities: list[Entity], earlier: IdTest | None, matched: IdTest) -> GraphSlice:
+    """As :func:`graph_memory.db.pages._page_slice`: ``entities`` with the relations touching them
+    whose other end is no ``earlier`` match, and the far ends of those relations that are not
+    ``matched`` and touch no ``earlier`` match."""
+    names = [e.name for e in entities]
+    inside = set(names)
+    touching = graph._relations_touching(names)
+    ids = _ids(graph, {n for r in touching for n in (r.source, r.target) if n not in inside})
+    before = earlier(set(ids.values())) if earlier is not None else set()
+    relations = [r for r in touching if ids.get(r.source) not in before and ids.get(r.target) not in before]
+    ends = {n: ids[n] for r in relations for n in (r.source, r.target) if n not in inside and n in ids}
+    matching = matched(set(ends.values()))
+    far = unique(n for r in relations for n in (r.source, r.target) if n in ends and ends[n] not in matching)
+    if far and earlier is not None:   # a neighbor of an earlier page's match came with that page
+        around = graph._relations_touching(far)
+        others = _ids(graph, {n for r in around for n in (r.source, r.target)})
+        gone = earlier({others[n] for r in around for n in (r.source, r.target) if n in others and n not in far})
+        seen = {n for r in around for n, other in ((r.source, r.target), (r.target, r.source))
+                if n in far and others.get(other) in gone}
+        far = [n for n in far if n not in seen]
+    return GraphSlice(entities, relations, graph._entities_named(far))
+
+
+def _existing(graph: PostgresGraph, ids: Iterable[int]) -> set[int]:
+    return {int(row[0]) for row in graph._rows("SELECT id FROM entities WHERE id = ANY(%s)", (list(ids),))}
+
+
+def _ids(graph: PostgresGraph, names: set[str]) -> dict[str, int]:
+    """``{name: id}`` of the names that are entities."""
+    if not names:
+        return {}
+    return {decode(name): int(i) for name, i in graph._rows(
+        "SELECT name, id FROM entities WHERE name_key = ANY(%s)", ([key(n) for n in names],))}
+
+
+def _load_ids(graph: PostgresGraph, ids: list[int], *, ordered: bool = False) -> list[Entity]:
+    """The entities ``ids`` with their observations: in id order, or with ``ordered`` in the
+    order of ``ids``."""
+    if not ids:
+        return []
+    if not ordered:
+        return graph._entities_by("WHERE e.id = ANY(%s)", (ids,))
+    heads = {int(row[0]): row for row in graph._rows(
+        "SELECT id, name, entity_type FROM entities WHERE id = ANY(%s)", (ids,))}
+    return graph._with_observations([heads[i] for i in ids if i in heads])
