@@ -32,6 +32,7 @@ from graph_memory.mcp.tools import (
     DESTRUCTIVE,
     EDITING,
     READ_ONLY,
+    Arguments,
     Outcome,
     ToolSpec,
     _Args,
@@ -144,7 +145,7 @@ _ADVICE: tuple[tuple[type[GraphError], list[str], list[str]], ...] = (
 )
 
 
-def error_result(tool: str, message: str, exc: Exception, arguments: dict[str, Any]
+def error_result(tool: str, message: str, exc: Exception, arguments: Arguments
                  ) -> tuple[list[str], dict[str, Any]]:
     """MemoryMesh's error answer for a call of ``tool`` with ``arguments`` that failed with
     ``message`` (already made safe to show by the server): ``(texts, structuredContent)``."""
@@ -312,7 +313,7 @@ def _names(items: Sequence[str]) -> str:
     return ", ".join(items) if items else "(none)"
 
 
-def _add_nodes(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
+def _add_nodes(app: MemoryService, arguments: Arguments) -> Outcome:
     args = parse_args(AddNodesArgs, "add_nodes", arguments)
     created = app.add_nodes([Entity(n.name, n.nodeType, list(n.metadata)) for n in args.nodes])
     return _ok({"nodes": [node_dict(e) for e in created]}, f"Added nodes: {_names([e.name for e in created])}",
@@ -320,14 +321,14 @@ def _add_nodes(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
                                               "observations_added": sum(len(e.observations) for e in created)})
 
 
-def _update_nodes(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
+def _update_nodes(app: MemoryService, arguments: Arguments) -> Outcome:
     args = parse_args(UpdateNodesArgs, "update_nodes", arguments)
     nodes = app.update_nodes([NodeUpdate(n.name, n.nodeType, n.metadata) for n in args.nodes])
     return _ok({"nodes": [node_dict(e) for e in nodes]}, f"Updated nodes: {_names([e.name for e in nodes])}",
                changed=bool(nodes), counts={"entities_updated": len(nodes)})
 
 
-def _delete_nodes(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
+def _delete_nodes(app: MemoryService, arguments: Arguments) -> Outcome:
     args = parse_args(DeleteNodesArgs, "delete_nodes", arguments)
     result = app.delete_entities(args.nodeNames)
     suggestions = [f"Not found (nothing to delete): {_names(result.not_found)}"] if result.not_found else []
@@ -338,7 +339,7 @@ def _delete_nodes(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
                        "relations_deleted": result.relations_deleted})
 
 
-def _add_edges(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
+def _add_edges(app: MemoryService, arguments: Arguments) -> Outcome:
     args = parse_args(AddEdgesArgs, "add_edges", arguments)
     created = app.add_edges([Relation(e.source, e.to, e.edgeType, DEFAULT_WEIGHT if e.weight is None else e.weight)
                              for e in args.edges])
@@ -347,7 +348,7 @@ def _add_edges(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
                counts={"relations_created": len(created)})
 
 
-def _update_edges(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
+def _update_edges(app: MemoryService, arguments: Arguments) -> Outcome:
     args = parse_args(UpdateEdgesArgs, "update_edges", arguments)
     updates = []
     for i, e in enumerate(args.edges):
@@ -364,7 +365,7 @@ def _update_edges(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
                counts={"relations_updated": len(changes), "relations_changed": changed})
 
 
-def _delete_edges(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
+def _delete_edges(app: MemoryService, arguments: Arguments) -> Outcome:
     args = parse_args(DeleteEdgesArgs, "delete_edges", arguments)
     result = app.delete_relations([Relation(e.source, e.to, e.edgeType) for e in args.edges])
     gone = {r.key for r in result.deleted}
@@ -375,7 +376,7 @@ def _delete_edges(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
                counts={"relations_deleted": len(result.deleted), "relations_not_found": len(missing)})
 
 
-def _add_metadata(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
+def _add_metadata(app: MemoryService, arguments: Arguments) -> Outcome:
     args = parse_args(AddMetadataArgs, "add_metadata", arguments)
     results = app.add_observations([(m.nodeName, m.contents) for m in args.metadata])
     added = sum(len(r.added) for r in results)
@@ -384,7 +385,7 @@ def _add_metadata(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
                counts={"observations_added": added})
 
 
-def _delete_metadata(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
+def _delete_metadata(app: MemoryService, arguments: Arguments) -> Outcome:
     args = parse_args(DeleteMetadataArgs, "delete_metadata", arguments)
     result = app.delete_metadata([(d.nodeName, d.metadata) for d in args.deletions])
     deleted = sum(len(r.deleted) for r in result.results)
@@ -399,18 +400,18 @@ def _graph(result: GraphSlice, action: str, *, empty_hint: str | None = None) ->
     return _ok(data, action, suggestions=suggestions, counts={"nodes": len(data["nodes"]), "edges": len(data["edges"])})
 
 
-def _read_graph(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
+def _read_graph(app: MemoryService, arguments: Arguments) -> Outcome:
     parse_args(NoArgs, "read_graph", arguments)
     return _graph(app.read_graph(), "Read graph", empty_hint="The graph is empty: add nodes with add_nodes")
 
 
-def _search_nodes(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
+def _search_nodes(app: MemoryService, arguments: Arguments) -> Outcome:
     args = parse_args(SearchArgs, "search_nodes", arguments)
     return _graph(app.search_nodes(args.query, "substring"), f"Searched nodes with query: {args.query}",
                   empty_hint="No node matched: try a shorter query or another word")
 
 
-def _open_nodes(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
+def _open_nodes(app: MemoryService, arguments: Arguments) -> Outcome:
     args = parse_args(OpenArgs, "open_nodes", arguments)
     return _graph(app.open_nodes(args.names), f"Opened nodes: {_names(args.names)}",
                   empty_hint="No node has these names: find them with search_nodes")
@@ -432,7 +433,7 @@ _EDGE_KEY_IN = _object({"from": _str("Source node"), "to": _str("Target node"), 
 
 
 def _spec(name: str, description: str, input_schema: dict[str, Any], data: dict[str, Any],
-          annotations: dict[str, bool], run: Callable[[MemoryService, dict[str, Any]], Outcome]) -> ToolSpec:
+          annotations: dict[str, bool], run: Callable[[MemoryService, Arguments], Outcome]) -> ToolSpec:
     return ToolSpec(name, description, input_schema, envelope(data), annotations, run)
 
 
@@ -504,7 +505,7 @@ def enveloped(spec: ToolSpec) -> ToolSpec:
     verb, _, type_name = spec.name.partition("_")
     inner = spec.run
 
-    def run(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
+    def run(app: MemoryService, arguments: Arguments) -> Outcome:
         outcome = inner(app, arguments)
         data = _mesh_words(outcome.structured)
         if verb == "delete":

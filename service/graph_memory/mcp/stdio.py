@@ -72,14 +72,14 @@ class InFlight:
     server does not answer)."""
 
     def __init__(self) -> None:
-        self._ids: set[Any] = set()
+        self._ids: set[int | str] = set()
         self._answered = anyio.Event()
         self._answered.set()
-        self._initialize_id: Any = None
+        self._initialize_id: int | str | None = None
         self._initialized = anyio.Event()
         self._initialized.set()
 
-    def read(self, item: Any) -> None:
+    def read(self, item: object) -> None:
         """Note a message read from the client (a request adds its id, a cancellation removes it)."""
         message = getattr(item, "message", None)
         if isinstance(message, JSONRPCRequest) and message.method not in LONG_LIVED:
@@ -93,13 +93,13 @@ class InFlight:
             params = message.params if isinstance(message.params, dict) else {}
             self._done(params.get("requestId"))
 
-    def sent(self, item: Any) -> None:
+    def sent(self, item: object) -> None:
         """Note a message sent to the client (a reply removes its request's id)."""
         message = getattr(item, "message", None)
         if isinstance(message, JSONRPCResponse | JSONRPCError):
             self._done(message.id)
 
-    def _done(self, request_id: Any) -> None:
+    def _done(self, request_id: object) -> None:
         if isinstance(request_id, int | str) and request_id in self._ids:
             self._ids.discard(request_id)
             if not self._ids:

@@ -8,7 +8,7 @@ supersets of upstream's. Adapters parse arguments into typed models, call one
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -245,8 +245,11 @@ class OpenArgs(ShapeArgs):
 
 M = TypeVar("M", bound=BaseModel)
 
+Arguments = Mapping[str, object]
+"""A tool call's ``arguments`` as the client sent them (a JSON object), before parsing."""
 
-def parse_args(model: type[M], tool: str, arguments: dict[str, Any]) -> M:
+
+def parse_args(model: type[M], tool: str, arguments: Arguments) -> M:
     """Validate ``arguments`` into ``model``.
 
     Raises:
@@ -292,7 +295,7 @@ class ToolSpec:
     input_schema: dict[str, Any]
     output_schema: dict[str, Any]
     annotations: dict[str, bool]
-    run: Callable[[MemoryService, dict[str, Any]], Outcome]
+    run: Callable[[MemoryService, Arguments], Outcome]
 
 
 def _relations(items: list[RelationArg]) -> list[Relation]:
@@ -335,7 +338,7 @@ def _deleted_relations(result: DeleteRelationsResult) -> dict[str, Any]:
     }
 
 
-def _create_entities(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
+def _create_entities(app: MemoryService, arguments: Arguments) -> Outcome:
     args = parse_args(CreateEntitiesArgs, "create_entities", arguments)
     entities = [Entity(e.name, e.entityType, list(e.observations)) for e in args.entities]
     created = app.create_entities(entities)
@@ -345,7 +348,7 @@ def _create_entities(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
         "observations_added": sum(len(e.observations) for e in created)})
 
 
-def _create_relations(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
+def _create_relations(app: MemoryService, arguments: Arguments) -> Outcome:
     args = parse_args(CreateRelationsArgs, "create_relations", arguments)
     relations = _relations(args.relations)
     created = app.create_relations(relations)
@@ -354,7 +357,7 @@ def _create_relations(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
                    {"relations_created": len(created), "relations_skipped": len(relations) - len(created)})
 
 
-def _add_observations(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
+def _add_observations(app: MemoryService, arguments: Arguments) -> Outcome:
     args = parse_args(AddObservationsArgs, "add_observations", arguments)
     items = [(o.entityName, o.contents) for o in args.observations]
     results = app.add_observations(items)
@@ -365,7 +368,7 @@ def _add_observations(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
         "entities": len(results)})
 
 
-def _delete_entities(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
+def _delete_entities(app: MemoryService, arguments: Arguments) -> Outcome:
     args = parse_args(DeleteEntitiesArgs, "delete_entities", arguments)
     result = app.delete_entities(args.entityNames)
     payload = _deleted_entities(result)
@@ -374,7 +377,7 @@ def _delete_entities(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
         "relations_deleted": result.relations_deleted})
 
 
-def _delete_observations(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
+def _delete_observations(app: MemoryService, arguments: Arguments) -> Outcome:
     args = parse_args(DeleteObservationsArgs, "delete_observations", arguments)
     items = [(d.entityName, d.observations) for d in args.deletions]
     result = app.delete_observations(items)
@@ -385,7 +388,7 @@ def _delete_observations(app: MemoryService, arguments: dict[str, Any]) -> Outco
         "entities_not_found": sum(1 for r in result.results if not r.found)})
 
 
-def _delete_relations(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
+def _delete_relations(app: MemoryService, arguments: Arguments) -> Outcome:
     args = parse_args(DeleteRelationsArgs, "delete_relations", arguments)
     relations = _relations(args.relations)
     result = app.delete_relations(relations)
@@ -394,7 +397,7 @@ def _delete_relations(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
         "relations_deleted": len(result.deleted), "relations_not_found": len(relations) - len(result.deleted)})
 
 
-def _update_observations(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
+def _update_observations(app: MemoryService, arguments: Arguments) -> Outcome:
     args = parse_args(UpdateObservationsArgs, "update_observations", arguments)
     results = app.update_observations([ObservationUpdate(u.entityName, u.match, u.replacement)
                                        for u in args.updates])
@@ -403,7 +406,7 @@ def _update_observations(app: MemoryService, arguments: dict[str, Any]) -> Outco
                    {"observations_updated": sum(len(r.updated) for r in results)})
 
 
-def _update_relations(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
+def _update_relations(app: MemoryService, arguments: Arguments) -> Outcome:
     args = parse_args(UpdateRelationsArgs, "update_relations", arguments)
     changes = app.update_relations(_relations(list(args.relations)))
     payload = {"results": [c.to_dict() for c in changes]}
@@ -419,20 +422,20 @@ def _graph_outcome(app: MemoryService, tool: str, result: GraphSlice, args: Shap
     return Outcome(payload, payload)
 
 
-def _read_graph(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
+def _read_graph(app: MemoryService, arguments: Arguments) -> Outcome:
     args = parse_args(PageArgs, "read_graph", arguments)
     result = app.read_graph(since=args.since, limit=args.limit, cursor=args.cursor, timestamps=bool(args.timestamps))
     return _graph_outcome(app, "read_graph", result, args)
 
 
-def _search_nodes(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
+def _search_nodes(app: MemoryService, arguments: Arguments) -> Outcome:
     args = parse_args(SearchArgs, "search_nodes", arguments)
     result = app.search_nodes(args.query, args.mode or "substring", args.limit, since=args.since, cursor=args.cursor,
                               timestamps=bool(args.timestamps))
     return _graph_outcome(app, "search_nodes", result, args)
 
 
-def _open_nodes(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
+def _open_nodes(app: MemoryService, arguments: Arguments) -> Outcome:
     args = parse_args(OpenArgs, "open_nodes", arguments)
     return _graph_outcome(app, "open_nodes", app.open_nodes(args.names, timestamps=bool(args.timestamps)), args)
 

@@ -42,6 +42,7 @@ from graph_memory.mcp.tools import (
     ENTITY_OUT,
     RELATION_OUT,
     TOOLS,
+    Arguments,
     Outcome,
     ToolSpec,
     _array,
@@ -375,7 +376,7 @@ def _json_type(value: Any) -> str:
 # -- argument checking ----------------------------------------------------------------------------
 
 
-def _inner(schema: TypeSchema, tool: str, arguments: dict[str, Any], alias: str | None) -> dict[str, Any]:
+def _inner(schema: TypeSchema, tool: str, arguments: Arguments, alias: str | None) -> dict[str, Any]:
     """The object under ``<type>`` (or MemoryMesh's ``update_<type>``/``delete_<type>`` key)."""
     value = arguments.get(schema.type_name)
     if value is None and alias is not None:
@@ -477,8 +478,8 @@ def _targets(value: Value) -> list[str]:
 # -- the three tools ------------------------------------------------------------------------------
 
 
-def _add(schema: TypeSchema, tool: str) -> Callable[[MemoryService, dict[str, Any]], Outcome]:
-    def run(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
+def _add(schema: TypeSchema, tool: str) -> Callable[[MemoryService, Arguments], Outcome]:
+    def run(app: MemoryService, arguments: Arguments) -> Outcome:
         name, values = _values(schema, tool, app, _inner(schema, tool, arguments, None), adding=True)
         entity = Entity(name, schema.type_name, [p.observation(v) for p, v in values])
         relations = [Relation(name, target, p.relationship.edge_type)
@@ -490,8 +491,8 @@ def _add(schema: TypeSchema, tool: str) -> Callable[[MemoryService, dict[str, An
     return run
 
 
-def _update(schema: TypeSchema, tool: str) -> Callable[[MemoryService, dict[str, Any]], Outcome]:
-    def run(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
+def _update(schema: TypeSchema, tool: str) -> Callable[[MemoryService, Arguments], Outcome]:
+    def run(app: MemoryService, arguments: Arguments) -> Outcome:
         obj = _inner(schema, tool, arguments, f"update_{schema.type_name}")
         name, values = _values(schema, tool, app, obj, adding=False)
         edits = [TypedValue(prop.prefix, prop.observation(value) if value else None,
@@ -512,8 +513,8 @@ def _update(schema: TypeSchema, tool: str) -> Callable[[MemoryService, dict[str,
     return run
 
 
-def _delete(schema: TypeSchema, tool: str) -> Callable[[MemoryService, dict[str, Any]], Outcome]:
-    def run(app: MemoryService, arguments: dict[str, Any]) -> Outcome:
+def _delete(schema: TypeSchema, tool: str) -> Callable[[MemoryService, Arguments], Outcome]:
+    def run(app: MemoryService, arguments: Arguments) -> Outcome:
         obj = _inner(schema, tool, arguments, f"delete_{schema.type_name}")
         name = obj.get("name")
         if not isinstance(name, str) or not name:
