@@ -423,6 +423,39 @@ async def test_typed_update_moves_the_edge_and_edits_the_metadata(mesh: Any) -> 
     assert (await graph(mesh))["edges"] == [edge("Gandalf", "Mordor", "located_in")]
 
 
+async def test_typed_relationship_property_takes_a_list_of_names_as_memorymesh_advertises_it(mesh: Any) -> None:
+    # MemoryMesh 0.3.0 advertises a relationship property as an array of names and its callers send one.
+    schemas = {t.name: t.input_schema for t in (await mesh.list_tools()).tools}
+    location = schemas["add_npc"]["properties"]["npc"]["properties"]["currentLocation"]
+    assert {"type": "array", "items": {"type": "string"}} in location["anyOf"]
+    await mcall(mesh, "add_location", {"location": {"name": "Rivendell"}})
+    await mcall(mesh, "add_location", {"location": {"name": "Mordor"}})
+    data = await mcall(mesh, "add_npc", {"npc": {"name": "Gandalf", "role": "Wizard", "status": "Active",
+                                                 "currentLocation": ["Rivendell"]}})
+    assert data["createdEdges"] == [edge("Gandalf", "Rivendell", "located_in")]
+    assert data["node"]["metadata"] == ["Role: Wizard", "Status: Active", "Current Location: Rivendell"]
+    data = await mcall(mesh, "update_npc", {"update_npc": {"name": "Gandalf", "currentLocation": ["Mordor"]}})
+    assert data["updatedMetadata"] == [{"match": "Current Location: Rivendell",
+                                        "replacement": "Current Location: Mordor"}]
+    assert (await graph(mesh))["edges"] == [edge("Gandalf", "Mordor", "located_in")]
+    error = await merror(mesh, "add_npc", {"npc": {"name": "Frodo", "role": "Thief", "status": "Active",
+                                                   "currentLocation": ["Shire"]}})
+    assert "Shire" in error["error"]
+    assert [n["name"] for n in (await graph(mesh))["nodes"]] == ["Rivendell", "Mordor", "Gandalf"]
+
+
+async def test_typed_update_and_delete_advertise_memorymeshs_wrapper_and_accept_the_type_key(mesh: Any) -> None:
+    schemas = {t.name: t.input_schema for t in (await mesh.list_tools()).tools}
+    assert schemas["add_npc"]["required"] == ["npc"]
+    assert schemas["update_npc"]["required"] == ["update_npc"]
+    assert schemas["delete_npc"]["required"] == ["delete_npc"]
+    await mcall(mesh, "add_npc", {"npc": {"name": "Gandalf", "role": "Wizard", "status": "Active"}})
+    data = await mcall(mesh, "update_npc", {"npc": {"name": "Gandalf", "status": "Missing"}})
+    assert "Status: Missing" in data["node"]["metadata"]
+    data = await mcall(mesh, "delete_npc", {"npc": {"name": "Gandalf"}})
+    assert data["deletedNodes"] == ["Gandalf"]
+
+
 async def test_typed_delete_removes_the_node_and_its_edges(mesh: Any) -> None:
     await mcall(mesh, "add_location", {"location": {"name": "Rivendell"}})
     await mcall(mesh, "add_npc", {"npc": {"name": "Gandalf", "role": "Wizard", "status": "Active",

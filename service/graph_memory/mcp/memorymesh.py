@@ -514,7 +514,20 @@ def enveloped(spec: ToolSpec) -> ToolSpec:
             action = f"{'Created' if verb == 'add' else 'Updated'} {type_name}: {data['node']['name']}"
         return replace(_ok(data, action, changed=outcome.changed), counts=outcome.counts)
 
-    return replace(spec, output_schema=envelope(_mesh_words_schema(spec.output_schema)), run=run)
+    return replace(spec, input_schema=_mesh_wrapper(spec.input_schema, verb, type_name),
+                   output_schema=envelope(_mesh_words_schema(spec.output_schema)), run=run)
+
+
+def _mesh_wrapper(schema: dict[str, Any], verb: str, type_name: str) -> dict[str, Any]:
+    """``schema`` advertising MemoryMesh's wrapper key: ``{"update_<type>": …}`` and
+    ``{"delete_<type>": …}`` (``add_<type>`` keeps ``{"<type>": …}``, as in MemoryMesh). The
+    tools accept the ``<type>`` key too, so callers of either profile keep working."""
+    if verb == "add" or type_name not in schema["properties"]:
+        return schema
+    key = f"{verb}_{type_name}"
+    properties = {key if k == type_name else k: v for k, v in schema["properties"].items()}
+    required = [key if k == type_name else k for k in schema.get("required", [])]
+    return {**schema, "properties": properties, "required": required}
 
 
 _WORDS = {"entity": "node", "deletedEntities": "deletedNodes", "createdRelations": "createdEdges",

@@ -116,13 +116,19 @@ class Property:
         rel = self.relationship
         if rel is not None:
             target, edge = rel.node_type or "entity", f"{type_name} -[{rel.edge_type}]->"
-            description += (f". Name of an existing {target}; sets the relation {edge} it" if self.kind == "string"
+            description += (f". Name of an existing {target} (or a list of names); sets the relation {edge} it"
+                            if self.kind == "string"
                             else f". Names of existing {target} entities; one relation {edge} each")
             if rel.description:
                 description += f" ({rel.description})"
         enum = list(self.enum) if self.enum is not None else None
         if enum is not None and update and not self.required and self.kind == "string":
             enum.append("")
+        if self.kind == "string" and rel is not None:
+            # MemoryMesh advertises (and its callers send) a relationship property as a list of
+            # names; one name as a plain string is the design document's form: accept both.
+            one = {"type": "string", **({"enum": enum} if enum else {})}
+            return {"anyOf": [one, {"type": "array", "items": one}], "description": description}
         if self.kind == "string":
             return {"type": "string", "description": description, **({"enum": enum} if enum else {})}
         items: dict[str, Any] = {"type": "string", **({"enum": enum} if enum else {})}
@@ -446,7 +452,7 @@ def _values(schema: TypeSchema, tool: str, app: MemoryService, obj: dict[str, An
 
 def _check_value(where: str, prop: Property, raw: Any, problems: list[str]) -> Value | None:
     """``raw`` checked against ``prop`` (arrays de-duplicated), or None after recording problems."""
-    if prop.kind == "string":
+    if prop.kind == "string" and not (prop.relationship is not None and isinstance(raw, list)):
         if not isinstance(raw, str):
             problems.append(f"{where}: should be a string, not {_json_type(raw)}")
             return None
@@ -465,7 +471,7 @@ def _check_value(where: str, prop: Property, raw: Any, problems: list[str]) -> V
             problems.append(f"{where}: {', '.join(map(repr, bad))} is not one of "
                             f"{', '.join(map(repr, prop.enum))}")
             return None
-    return raw if prop.kind == "string" else items
+    return raw if isinstance(raw, str) else items
 
 
 def _targets(value: Value) -> list[str]:
