@@ -124,7 +124,7 @@ async def merror(client: Any, tool: str, arguments: dict[str, Any]) -> dict[str,
     jsonschema.validate(structured, await _output_schema(client, tool))
     assert result.content[0].text == f"Error during {tool}: {structured['error']}"
     assert json.loads(result.content[1].text.removeprefix("Context: ")) == structured["context"]
-    assert structured["context"] == {"tool": tool, "arguments": arguments}
+    assert structured["context"] == {"args": arguments, "tool": tool}   # 0.3.0's {"args": …}, and the tool
     assert structured["suggestions"] and structured["recoverySteps"]
     return dict(structured)
 
@@ -316,7 +316,7 @@ async def test_delete_edges_removes_exact_triples_and_reports_the_rest(mesh: Any
 async def test_add_metadata_appends_new_entries_only(mesh: Any) -> None:
     await mcall(mesh, "add_nodes", {"nodes": [node("A", "t", ["one"])]})
     data = await mcall(mesh, "add_metadata", {"metadata": [{"nodeName": "A", "contents": ["one", "two", "two"]}]})
-    assert data == {"results": [{"nodeName": "A", "addedMetadata": ["two"]}]}
+    assert data == {"metadata": [{"nodeName": "A", "addedMetadata": ["two"]}]}   # 0.3.0's shape
     assert (await graph(mesh))["nodes"] == [node("A", "t", ["one", "two"])]
 
 
@@ -399,15 +399,15 @@ def test_a_schema_type_may_not_shadow_a_memorymesh_static_tool(tmp_path: Path) -
 
 async def test_typed_add_creates_the_node_with_metadata_and_answers_in_memorymesh_format(mesh: Any) -> None:
     data = await mcall(mesh, "add_npc", {"npc": {"name": "Gandalf", "role": "Wizard", "status": "Active"}})
-    assert data == {"node": node("Gandalf", "npc", ["Role: Wizard", "Status: Active"]), "createdEdges": []}
+    assert data == {"nodes": [node("Gandalf", "npc", ["Role: Wizard", "Status: Active"])], "edges": []}
 
 
 async def test_typed_add_with_a_relationship_property_creates_the_edge(mesh: Any) -> None:
     await mcall(mesh, "add_location", {"location": {"name": "Rivendell"}})
     data = await mcall(mesh, "add_npc", {"npc": {"name": "Gandalf", "role": "Wizard", "status": "Active",
                                                  "currentLocation": "Rivendell"}})
-    assert data["createdEdges"] == [edge("Gandalf", "Rivendell", "located_in")]
-    assert data["node"]["metadata"] == ["Role: Wizard", "Status: Active", "Current Location: Rivendell"]
+    metadata = ["Role: Wizard", "Status: Active", "Current Location: Rivendell"]
+    assert data == {"nodes": [node("Gandalf", "npc", metadata)], "edges": [edge("Gandalf", "Rivendell", "located_in")]}
 
 
 async def test_typed_update_moves_the_edge_and_edits_the_metadata(mesh: Any) -> None:
@@ -417,9 +417,14 @@ async def test_typed_update_moves_the_edge_and_edits_the_metadata(mesh: Any) -> 
                                           "currentLocation": "Rivendell"}})
     # MemoryMesh's callers wrap update arguments as {"update_npc": …}
     data = await mcall(mesh, "update_npc", {"update_npc": {"name": "Gandalf", "currentLocation": "Mordor"}})
-    assert data["deletedEdges"] == [edge("Gandalf", "Rivendell", "located_in")]
-    assert data["createdEdges"] == [edge("Gandalf", "Mordor", "located_in")]
-    assert "Current Location: Mordor" in data["node"]["metadata"]
+    # 0.3.0's {updatedNode, edgeChanges: {remove, add}}, with what changed in the metadata beside it
+    assert data == {"updatedNode": node("Gandalf", "npc", ["Role: Wizard", "Status: Active",
+                                                           "Current Location: Mordor"]),
+                    "edgeChanges": {"remove": [edge("Gandalf", "Rivendell", "located_in")],
+                                    "add": [edge("Gandalf", "Mordor", "located_in")]},
+                    "updatedMetadata": [{"match": "Current Location: Rivendell",
+                                         "replacement": "Current Location: Mordor"}],
+                    "addedMetadata": [], "deletedMetadata": []}
     assert (await graph(mesh))["edges"] == [edge("Gandalf", "Mordor", "located_in")]
 
 
@@ -432,8 +437,8 @@ async def test_typed_relationship_property_takes_a_list_of_names_as_memorymesh_a
     await mcall(mesh, "add_location", {"location": {"name": "Mordor"}})
     data = await mcall(mesh, "add_npc", {"npc": {"name": "Gandalf", "role": "Wizard", "status": "Active",
                                                  "currentLocation": ["Rivendell"]}})
-    assert data["createdEdges"] == [edge("Gandalf", "Rivendell", "located_in")]
-    assert data["node"]["metadata"] == ["Role: Wizard", "Status: Active", "Current Location: Rivendell"]
+    assert data["edges"] == [edge("Gandalf", "Rivendell", "located_in")]
+    assert data["nodes"][0]["metadata"] == ["Role: Wizard", "Status: Active", "Current Location: Rivendell"]
     data = await mcall(mesh, "update_npc", {"update_npc": {"name": "Gandalf", "currentLocation": ["Mordor"]}})
     assert data["updatedMetadata"] == [{"match": "Current Location: Rivendell",
                                         "replacement": "Current Location: Mordor"}]
@@ -451,7 +456,8 @@ async def test_typed_update_and_delete_advertise_memorymeshs_wrapper_and_accept_
     assert schemas["delete_npc"]["required"] == ["delete_npc"]
     await mcall(mesh, "add_npc", {"npc": {"name": "Gandalf", "role": "Wizard", "status": "Active"}})
     data = await mcall(mesh, "update_npc", {"npc": {"name": "Gandalf", "status": "Missing"}})
-    assert "Status: Missing" in data["node"]["metadata"]
+    assert "Status: Missing" in data["updatedNode"]["metadata"]
+    assert data["edgeChanges"] == {"remove": [], "add": []}
     data = await mcall(mesh, "delete_npc", {"npc": {"name": "Gandalf"}})
     assert data["deletedNodes"] == ["Gandalf"]
 

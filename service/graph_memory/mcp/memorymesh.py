@@ -10,7 +10,8 @@ transaction; a refused call writes nothing) and build the result:
   text item, ``data`` as JSON (indent 2), as MemoryMesh 0.3.0 answers;
 * failure (built by :func:`error_result`, which the server's one error mapping calls in this
   profile): ``isError`` with the texts ``Error during <tool>: <message>`` and ``Context: {...}``
-  and ``structuredContent`` ``{"timestamp", "error", "context", "suggestions", "recoverySteps"}``.
+  and ``structuredContent`` ``{"timestamp", "error", "context", "suggestions", "recoverySteps"}``,
+  ``context`` being ``{"args": <the call's arguments>, "tool": <its name>}``.
 
 Every advertised output schema (:func:`envelope`) admits exactly these two shapes.
 """
@@ -104,7 +105,7 @@ def envelope(data: dict[str, Any]) -> dict[str, Any]:
             "actionTaken": _str("What the call did"),
             "suggestions": _array(_str(), "What to do next"),
             "error": _str("Why the call failed; nothing was written"),
-            "context": {"type": "object", "description": "The failed call: its tool and arguments"},
+            "context": {"type": "object", "description": "The failed call: {args, tool}, its arguments and tool"},
             "recoverySteps": _array(_str(), "How to recover from the error"),
         },
         "required": ["timestamp"],
@@ -154,7 +155,7 @@ def error_result(tool: str, message: str, exc: Exception, arguments: Arguments
         if isinstance(exc, kind):
             suggestions, steps = kind_suggestions, kind_steps
             break
-    context = {"tool": tool, "arguments": arguments}
+    context = {"args": arguments, "tool": tool}   # MemoryMesh's {"args": …}, and which tool failed
     structured = {"timestamp": timestamp(), "error": message, "context": context,
                   "suggestions": suggestions, "recoverySteps": steps}
     texts = [f"Error during {tool}: {message}", "Context: " + json.dumps(context, ensure_ascii=False)]
@@ -380,7 +381,7 @@ def _add_metadata(app: MemoryService, arguments: Arguments) -> Outcome:
     args = parse_args(AddMetadataArgs, "add_metadata", arguments)
     results = app.add_observations([(m.nodeName, m.contents) for m in args.metadata])
     added = sum(len(r.added) for r in results)
-    return _ok({"results": [{"nodeName": r.entity_name, "addedMetadata": r.added} for r in results]},
+    return _ok({"metadata": [{"nodeName": r.entity_name, "addedMetadata": r.added} for r in results]},
                f"Added metadata to nodes: {_names([r.entity_name for r in results])}", changed=bool(added),
                counts={"observations_added": added})
 
@@ -475,7 +476,7 @@ TOOLS: tuple[ToolSpec, ...] = (
           _object({"metadata": _array(_object(
               {"nodeName": _str("Name of the node"), "contents": _array(_str(), "Metadata to add")},
               ["nodeName", "contents"]), "Metadata per node")}, ["metadata"]),
-          _closed({"results": _array(_closed({"nodeName": _str(), "addedMetadata": _STRINGS}))}),
+          _closed({"metadata": _array(_closed({"nodeName": _str(), "addedMetadata": _STRINGS}))}),
           ADDITIVE, _add_metadata),
     _spec("delete_metadata", "Delete metadata entries (exact text) from nodes. Fails, deleting nothing, if a "
           "node does not exist.",
@@ -501,21 +502,33 @@ TOOL_NAMES = frozenset(spec.name for spec in TOOLS)
 
 def enveloped(spec: ToolSpec) -> ToolSpec:
     """A typed tool (:mod:`graph_memory.mcp.typed`) answering in this profile's format: the same
-    arguments and behaviour, its result as ``data``, nodes and edges in MemoryMesh's words."""
+    arguments and behaviour, its result as ``data`` in MemoryMesh 0.3.0's shapes (nodes and edges
+    as :func:`node_dict` and :func:`edge_dict` write them):
+
+    * ``add_<type>``: ``{"nodes": [node], "edges": [created edges]}``;
+    * ``update_<type>``: ``{"updatedNode": node, "edgeChanges": {"remove": [edges], "add": [edges]},
+      "updatedMetadata": [{"match", "replacement"}], "addedMetadata", "deletedMetadata"}`` (the
+      last three are ours; the edges are those the call really removed and added);
+    * ``delete_<type>``: ``{"success", "message", "deletedNodes", "deletedEdges"}`` (0.3.0 has no
+      ``data`` there).
+    """
     verb, _, type_name = spec.name.partition("_")
     inner = spec.run
+    shape = _TYPED_SHAPES[verb]
 
     def run(app: MemoryService, arguments: Arguments) -> Outcome:
         outcome = inner(app, arguments)
-        data = _mesh_words(outcome.structured)
+        data = shape(outcome.structured)
         if verb == "delete":
             action = f"Deleted {type_name}: {', '.join(data['deletedNodes'])}"
+        elif verb == "add":
+            action = f"Created {type_name}: {data['nodes'][0]['name']}"
         else:
-            action = f"{'Created' if verb == 'add' else 'Updated'} {type_name}: {data['node']['name']}"
+            action = f"Updated {type_name}: {data['updatedNode']['name']}"
         return replace(_ok(data, action, changed=outcome.changed), counts=outcome.counts)
 
     return replace(spec, input_schema=_mesh_wrapper(spec.input_schema, verb, type_name),
-                   output_schema=envelope(_mesh_words_schema(spec.output_schema)), run=run)
+                   output_schema=envelope(_TYPED_SCHEMAS[verb](spec.output_schema)), run=run)
 
 
 def _mesh_wrapper(schema: dict[str, Any], verb: str, type_name: str) -> dict[str, Any]:
@@ -530,35 +543,57 @@ def _mesh_wrapper(schema: dict[str, Any], verb: str, type_name: str) -> dict[str
     return {**schema, "properties": properties, "required": required}
 
 
-_WORDS = {"entity": "node", "deletedEntities": "deletedNodes", "createdRelations": "createdEdges",
-          "deletedRelations": "deletedEdges", "updatedObservations": "updatedMetadata",
-          "addedObservations": "addedMetadata", "deletedObservations": "deletedMetadata"}
+def _mesh_node(entity: dict[str, Any]) -> dict[str, Any]:
+    """A typed tool's entity as a node."""
+    return {"name": entity["name"], "nodeType": entity["entityType"], "metadata": entity["observations"]}
 
 
-def _mesh_words(payload: dict[str, Any]) -> dict[str, Any]:
-    """A typed tool's result with entities as nodes and relations as edges."""
-    out: dict[str, Any] = {}
-    for key, value in payload.items():
-        if key == "entity":
-            value = {"name": value["name"], "nodeType": value["entityType"], "metadata": value["observations"]}
-        elif key in ("createdRelations", "deletedRelations"):
-            value = [{"from": r["from"], "to": r["to"], "edgeType": r["relationType"],
-                      "weight": r.get("weight", DEFAULT_WEIGHT)} for r in value]
-        out[_WORDS.get(key, key)] = value
-    return out
+def _mesh_edges(relations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A typed tool's relations as edges."""
+    return [{"from": r["from"], "to": r["to"], "edgeType": r["relationType"],
+             "weight": r.get("weight", DEFAULT_WEIGHT)} for r in relations]
 
 
-def _mesh_words_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """The schema of :func:`_mesh_words` of results that have the schema ``schema``."""
-    properties: dict[str, Any] = {}
-    for key, value in schema["properties"].items():
-        if key == "entity":
-            value = NODE_OUT
-        elif key in ("createdRelations", "deletedRelations"):
-            value = _array(EDGE_OUT)
-        properties[_WORDS.get(key, key)] = value
-    return {**_object(properties, [_WORDS.get(k, k) for k in schema.get("required", [])]),
-            "additionalProperties": False}
+def _typed_add_data(payload: dict[str, Any]) -> dict[str, Any]:
+    return {"nodes": [_mesh_node(payload["entity"])], "edges": _mesh_edges(payload["createdRelations"])}
+
+
+def _typed_update_data(payload: dict[str, Any]) -> dict[str, Any]:
+    return {"updatedNode": _mesh_node(payload["entity"]),
+            "edgeChanges": {"remove": _mesh_edges(payload["deletedRelations"]),
+                            "add": _mesh_edges(payload["createdRelations"])},
+            "updatedMetadata": payload["updatedObservations"], "addedMetadata": payload["addedObservations"],
+            "deletedMetadata": payload["deletedObservations"]}
+
+
+def _typed_delete_data(payload: dict[str, Any]) -> dict[str, Any]:
+    return {"success": payload["success"], "message": payload["message"],
+            "deletedNodes": payload["deletedEntities"], "deletedEdges": _mesh_edges(payload["deletedRelations"])}
+
+
+_TYPED_SHAPES: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "add": _typed_add_data, "update": _typed_update_data, "delete": _typed_delete_data}
+
+
+def _typed_add_schema(_: dict[str, Any]) -> dict[str, Any]:
+    return _closed({"nodes": _array(NODE_OUT), "edges": _array(EDGE_OUT)})
+
+
+def _typed_update_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    return _closed({"updatedNode": NODE_OUT,
+                    "edgeChanges": _closed({"remove": _array(EDGE_OUT), "add": _array(EDGE_OUT)}),
+                    "updatedMetadata": schema["properties"]["updatedObservations"],
+                    "addedMetadata": _STRINGS, "deletedMetadata": _STRINGS})
+
+
+def _typed_delete_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    properties = schema["properties"]
+    return _closed({"success": properties["success"], "message": properties["message"],
+                    "deletedNodes": _STRINGS, "deletedEdges": _array(EDGE_OUT)})
+
+
+_TYPED_SCHEMAS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "add": _typed_add_schema, "update": _typed_update_schema, "delete": _typed_delete_schema}
 
 
 def profile_tools(typed: Sequence[ToolSpec]) -> tuple[ToolSpec, ...]:
