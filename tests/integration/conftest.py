@@ -76,14 +76,15 @@ def _image_exists(client: Any, name: str) -> bool:
 
 @pytest.fixture(scope="session")
 def wheelhouse() -> Path:
-    """The project and its dependencies (plus the build backend) as wheels in REPO/wheelhouse/.
+    """The project and its dependencies, with the ``postgres`` extra the image installs (plus the
+    build backend), as wheels in REPO/wheelhouse/.
 
     Built on the host with this interpreter's pip, so the image build needs no network. hatchling
     is included because pip builds the project's wheel inside the image in an isolated build
     environment, which must find the build backend in the wheelhouse too.
     """
     target = REPO / "wheelhouse"
-    cmd = [sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(target), ".", "hatchling"]
+    cmd = [sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(target), ".[postgres]", "hatchling"]
     result = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
     if result.returncode != 0:
         if any(target.glob("*.whl")):  # offline, but a previous run left wheels: use them
