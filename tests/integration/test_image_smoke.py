@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import re
 import time
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +12,12 @@ UID = 10001
 
 
 def _project_version() -> str:
-    with (REPO / "pyproject.toml").open("rb") as f:
-        return str(tomllib.load(f)["project"]["version"])
+    """The version as the source writes it (pyproject.toml reads it from the package: hatch's
+    dynamic version)."""
+    source = (REPO / "service" / "graph_memory" / "__init__.py").read_text(encoding="utf-8")
+    found = re.search(r'^__version__ = "([^"]+)"$', source, re.MULTILINE)
+    assert found, "no __version__ in graph_memory/__init__.py"
+    return found.group(1)
 
 
 def test_image_config(docker_client: Any, image: str) -> None:
