@@ -13,6 +13,7 @@ Nothing here writes, so every function runs on a read-only connection.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -88,7 +89,33 @@ def neighborhood(conn: apsw.Connection, names: list[str], hops: int, max_entitie
     members, params = bind_members(names)
     known = {row[0] for row in conn.execute(f"SELECT name FROM entities WHERE name IN {members}", params)} \
         if names else set()
-    centers = [n for n in dict.fromkeys(names) if n in known]
+
+    def far_ends(name: str) -> Iterator[str]:
+        for sql in ("SELECT to_name FROM relations WHERE from_name = ? LIMIT ?",
+                    "SELECT from_name FROM relations WHERE to_name = ? LIMIT ?"):
+            for (other,) in conn.execute(sql, (name, cap)):
+                yield cast(str, other)
+
+    return walk_neighborhood(
+        [n for n in dict.fromkeys(names) if n in known], hops, max_entities, far_ends,
+        lambda chosen: _relations_among(conn, chosen), lambda chosen: _types(conn, chosen),
+        lambda name: _degree(conn, name))
+
+
+def walk_neighborhood(centers: list[str], hops: int, max_entities: int | None,
+                      far_ends: Callable[[str], Iterable[str]],
+                      relations_among: Callable[[list[str]], list[Relation]],
+                      types: Callable[[list[str]], dict[str, str]],
+                      degree: Callable[[str], int]) -> Neighborhood:
+    """The backend-neutral part of :func:`neighborhood`: from the existing ``centers``, breadth
+    first up to ``hops`` relations away, at most ``max_entities`` entities (nearest first; None: all),
+    then each chosen entity as a :class:`Node` with its distance, degree and the relations left out.
+
+    A backend supplies its reads: ``far_ends(name)`` the other ends of the entity's relations
+    (outgoing, then incoming, each capped at ``max_entities``; read lazily, only as far as the walk
+    needs), ``relations_among(names)`` the relations with both ends among them, ``types(names)``
+    their entity types, ``degree(name)`` how many relations the entity has.
+    """
     depth: dict[str, int] = {}
     for name in centers:
         if max_entities is None or len(depth) < max_entities:
@@ -98,32 +125,31 @@ def neighborhood(conn: apsw.Connection, names: list[str], hops: int, max_entitie
     for hop in range(1, max(0, hops) + 1):
         following: list[str] = []
         for name in frontier:
+            for other in far_ends(name):
+                if other in depth:
+                    continue
+                if max_entities is not None and len(depth) >= max_entities:
+                    truncated = True  # full: the entities nearer the centers are kept
+                    break
+                depth[other] = hop
+                following.append(other)
             if truncated:
                 break
-            for sql in ("SELECT to_name FROM relations WHERE from_name = ? LIMIT ?",
-                        "SELECT from_name FROM relations WHERE to_name = ? LIMIT ?"):
-                for (other,) in conn.execute(sql, (name, cap)):
-                    if other in depth:
-                        continue
-                    if max_entities is not None and len(depth) >= max_entities:
-                        truncated = True  # full: the entities nearer the centers are kept
-                        break
-                    depth[other] = hop
-                    following.append(other)
         frontier = following
         if not frontier or truncated:
             break
     chosen = list(depth)
-    relations = _relations_among(conn, chosen)
+    relations = relations_among(chosen)
     drawn: dict[str, int] = dict.fromkeys(chosen, 0)
     for r in relations:
         drawn[r.source] += 1
         drawn[r.target] += 1
-    types = _types(conn, chosen)
+    names_types = types(chosen)
     nodes = []
     for name in chosen:
-        degree = _degree(conn, name)
-        nodes.append(Node(name, types.get(name), depth[name], degree, max(0, degree - drawn[name])))
+        entity_degree = degree(name)
+        nodes.append(Node(name, names_types.get(name), depth[name], entity_degree,
+                          max(0, entity_degree - drawn[name])))
     return Neighborhood(centers, nodes, relations, truncated)
 
 

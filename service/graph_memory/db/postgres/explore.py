@@ -7,9 +7,10 @@ as SQLite stores them.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from graph_memory.db.explore import Change, EntityPage, Neighborhood, Node, Observation
+from graph_memory.db.explore import Change, EntityPage, Neighborhood, Observation, walk_neighborhood
 from graph_memory.db.postgres.graph import stored_time
 from graph_memory.db.postgres.text import decode, key
 from graph_memory.models import Relation
@@ -39,44 +40,17 @@ def neighborhood(graph: PostgresGraph, names: list[str], hops: int, max_entities
     cap = _cap(max_entities)
     known = {decode(n) for (n,) in graph._rows("SELECT name FROM entities WHERE name_key = ANY(%s)",
                                                 ([key(n) for n in names],))} if names else set()
-    centers = [n for n in dict.fromkeys(names) if n in known]
-    depth: dict[str, int] = {}
-    for name in centers:
-        if max_entities is None or len(depth) < max_entities:
-            depth[name] = 0
-    truncated = len(depth) < len(centers)
-    frontier = list(depth)
-    for hop in range(1, max(0, hops) + 1):
-        following: list[str] = []
-        for name in frontier:
-            if truncated:
-                break
-            for sql in ("SELECT to_name FROM relations WHERE from_key = %s ORDER BY to_name, relation_type LIMIT %s",
-                        "SELECT from_name FROM relations WHERE to_key = %s ORDER BY id LIMIT %s"):
-                for (stored,) in graph._rows(sql, (key(name), cap)):
-                    other = decode(stored)
-                    if other in depth:
-                        continue
-                    if max_entities is not None and len(depth) >= max_entities:
-                        truncated = True  # full: the entities nearer the centers are kept
-                        break
-                    depth[other] = hop
-                    following.append(other)
-        frontier = following
-        if not frontier or truncated:
-            break
-    chosen = list(depth)
-    relations = _relations_among(graph, chosen)
-    drawn: dict[str, int] = dict.fromkeys(chosen, 0)
-    for r in relations:
-        drawn[r.source] += 1
-        drawn[r.target] += 1
-    types = _types(graph, chosen)
-    nodes = []
-    for name in chosen:
-        degree = _degree(graph, name)
-        nodes.append(Node(name, types.get(name), depth[name], degree, max(0, degree - drawn[name])))
-    return Neighborhood(centers, nodes, relations, truncated)
+
+    def far_ends(name: str) -> Iterator[str]:
+        for sql in ("SELECT to_name FROM relations WHERE from_key = %s ORDER BY to_name, relation_type LIMIT %s",
+                    "SELECT from_name FROM relations WHERE to_key = %s ORDER BY id LIMIT %s"):
+            for (stored,) in graph._rows(sql, (key(name), cap)):
+                yield decode(stored)
+
+    return walk_neighborhood(
+        [n for n in dict.fromkeys(names) if n in known], hops, max_entities, far_ends,
+        lambda chosen: _relations_among(graph, chosen), lambda chosen: _types(graph, chosen),
+        lambda name: _degree(graph, name))
 
 
 def _relations_among(graph: PostgresGraph, names: list[str]) -> list[Relation]:
