@@ -125,27 +125,41 @@ IdTest = Callable[[set[int]], set[int]]
 
 
 def _page_slice(conn: apsw.Connection, entities: list[Entity], earlier: IdTest | None, matched: IdTest) -> GraphSlice:
+    """:func:`page_slice` on SQLite."""
+    return page_slice(entities, earlier, matched, touching=lambda names: _touching(conn, names),
+                      ids=lambda names: _ids(conn, names), load_names=lambda names: _load_names(conn, names))
+
+
+def page_slice(entities: list[Entity], earlier: IdTest | None, matched: IdTest, *,
+               touching: Callable[[list[str]], list[Relation]],
+               ids: Callable[[set[str]], dict[str, int]],
+               load_names: Callable[[list[str]], list[Entity]]) -> GraphSlice:
     """``entities`` with the relations touching them whose other end is no ``earlier`` match
     (those came with an earlier page), and the far ends of those relations that are not
     ``matched`` and touch no ``earlier`` match. Both tests take a set of entity ids and return
-    the subset that passes; ``earlier`` None: the first page."""
+    the subset that passes; ``earlier`` None: the first page.
+
+    Backend-neutral: a backend supplies ``touching(names)`` (the relations with an end among the
+    names, in creation order), ``ids(names)`` (``{name: entity id}`` of those that are entities)
+    and ``load_names(names)`` (those entities, with observations, in the order given).
+    """
     names = [e.name for e in entities]
     inside = set(names)
-    touching = _touching(conn, names)
-    ids = _ids(conn, {n for r in touching for n in (r.source, r.target) if n not in inside})
-    before = earlier(set(ids.values())) if earlier is not None else set()
-    relations = [r for r in touching if ids.get(r.source) not in before and ids.get(r.target) not in before]
-    ends = {n: ids[n] for r in relations for n in (r.source, r.target) if n not in inside and n in ids}
+    near = touching(names)
+    id_of = ids({n for r in near for n in (r.source, r.target) if n not in inside})
+    before = earlier(set(id_of.values())) if earlier is not None else set()
+    relations = [r for r in near if id_of.get(r.source) not in before and id_of.get(r.target) not in before]
+    ends = {n: id_of[n] for r in relations for n in (r.source, r.target) if n not in inside and n in id_of}
     matching = matched(set(ends.values()))
     far = unique(n for r in relations for n in (r.source, r.target) if n in ends and ends[n] not in matching)
     if far and earlier is not None:   # a neighbor of an earlier page's match came with that page
-        around = _touching(conn, far)
-        others = _ids(conn, {n for r in around for n in (r.source, r.target)})
+        around = touching(far)
+        others = ids({n for r in around for n in (r.source, r.target)})
         gone = earlier({others[n] for r in around for n in (r.source, r.target) if n in others and n not in far})
         seen = {n for r in around for n, other in ((r.source, r.target), (r.target, r.source))
                 if n in far and others.get(other) in gone}
         far = [n for n in far if n not in seen]
-    return GraphSlice(entities, relations, _load_names(conn, far))
+    return GraphSlice(entities, relations, load_names(far))
 
 
 def _touching(conn: apsw.Connection, names: list[str]) -> list[Relation]:

@@ -9,10 +9,10 @@ are never selected.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from graph_memory.db.graph import unique
+from graph_memory.db.pages import IdTest, page_slice
 from graph_memory.db.postgres.search import match_ids, substring_among, substring_matches
 from graph_memory.db.postgres.text import decode, key
 from graph_memory.models import Entity, GraphSlice, Mode, Relation
@@ -103,30 +103,10 @@ def search_page(graph: PostgresGraph, query: str, mode: Mode, since: str | None,
             SearchPosition(rest=tuple(rest)) if rest else None)
 
 
-IdTest = Callable[[set[int]], set[int]]
-
-
 def _page_slice(graph: PostgresGraph, entities: list[Entity], earlier: IdTest | None, matched: IdTest) -> GraphSlice:
-    """As :func:`graph_memory.db.pages._page_slice`: ``entities`` with the relations touching them
-    whose other end is no ``earlier`` match, and the far ends of those relations that are not
-    ``matched`` and touch no ``earlier`` match."""
-    names = [e.name for e in entities]
-    inside = set(names)
-    touching = graph._relations_touching(names)
-    ids = _ids(graph, {n for r in touching for n in (r.source, r.target) if n not in inside})
-    before = earlier(set(ids.values())) if earlier is not None else set()
-    relations = [r for r in touching if ids.get(r.source) not in before and ids.get(r.target) not in before]
-    ends = {n: ids[n] for r in relations for n in (r.source, r.target) if n not in inside and n in ids}
-    matching = matched(set(ends.values()))
-    far = unique(n for r in relations for n in (r.source, r.target) if n in ends and ends[n] not in matching)
-    if far and earlier is not None:   # a neighbor of an earlier page's match came with that page
-        around = graph._relations_touching(far)
-        others = _ids(graph, {n for r in around for n in (r.source, r.target)})
-        gone = earlier({others[n] for r in around for n in (r.source, r.target) if n in others and n not in far})
-        seen = {n for r in around for n, other in ((r.source, r.target), (r.target, r.source))
-                if n in far and others.get(other) in gone}
-        far = [n for n in far if n not in seen]
-    return GraphSlice(entities, relations, graph._entities_named(far))
+    """:func:`graph_memory.db.pages.page_slice` on PostgreSQL."""
+    return page_slice(entities, earlier, matched, touching=graph._relations_touching,
+                      ids=lambda names: _ids(graph, names), load_names=graph._entities_named)
 
 
 def _existing(graph: PostgresGraph, ids: Iterable[int]) -> set[int]:
