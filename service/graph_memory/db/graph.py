@@ -122,7 +122,7 @@ def _entities_named(conn: apsw.Connection, names: Sequence[str]) -> list[Entity]
     return load_entities(conn, f"WHERE e.name IN {members}", params)
 
 
-def _relations_touching(conn: apsw.Connection, names: Sequence[str]) -> list[Relation]:
+def relations_touching(conn: apsw.Connection, names: Sequence[str]) -> list[Relation]:
     """Relations with at least one endpoint among ``names``, in rowid order."""
     if not names:
         return []
@@ -135,7 +135,7 @@ def _relations_touching(conn: apsw.Connection, names: Sequence[str]) -> list[Rel
 def with_neighborhood(conn: apsw.Connection, entities: list[Entity]) -> GraphSlice:
     """Entities plus the relations touching them and the neighbors those relations reach."""
     names = [e.name for e in entities]
-    relations = _relations_touching(conn, names)
+    relations = relations_touching(conn, names)
     inside = set(names)
     far = unique(n for r in relations for n in (r.source, r.target) if n not in inside)
     neighbors = _entities_named(conn, far)

@@ -30,7 +30,7 @@ from typing import cast
 import apsw
 
 from graph_memory.db import search
-from graph_memory.db.graph import bind_members, load_entities, unique
+from graph_memory.db.graph import bind_members, load_entities, relations_touching, unique
 from graph_memory.models import Entity, GraphSlice, Mode, Relation
 from graph_memory.paging import ReadPosition, SearchPosition
 
@@ -126,7 +126,7 @@ IdTest = Callable[[set[int]], set[int]]
 
 def _page_slice(conn: apsw.Connection, entities: list[Entity], earlier: IdTest | None, matched: IdTest) -> GraphSlice:
     """:func:`page_slice` on SQLite."""
-    return page_slice(entities, earlier, matched, touching=lambda names: _touching(conn, names),
+    return page_slice(entities, earlier, matched, touching=lambda names: relations_touching(conn, names),
                       ids=lambda names: _ids(conn, names), load_names=lambda names: _load_names(conn, names))
 
 
@@ -160,15 +160,6 @@ def page_slice(entities: list[Entity], earlier: IdTest | None, matched: IdTest, 
                 if n in far and others.get(other) in gone}
         far = [n for n in far if n not in seen]
     return GraphSlice(entities, relations, load_names(far))
-
-
-def _touching(conn: apsw.Connection, names: list[str]) -> list[Relation]:
-    if not names:
-        return []
-    members, params = bind_members(names)
-    rows = conn.execute(f"SELECT from_name, to_name, relation_type, weight FROM relations "
-                        f"WHERE from_name IN {members} OR to_name IN {members} ORDER BY id", params + params)
-    return [Relation(*row) for row in rows]
 
 
 def _existing(conn: apsw.Connection, ids: Iterable[int]) -> set[int]:
