@@ -146,7 +146,7 @@ def test_a_line_that_is_not_json_rpc_gets_the_json_rpc_error_reply(tmp_path: Pat
     # Blank lines are skipped; an invalid message's id is echoed when it is a string or an integer.
     assert [r.get("id") for r in replies] == [0, None, 5, None, 2]
     assert replies[1]["error"]["code"] == -32700 and "not valid JSON" in replies[1]["error"]["message"]
-    assert replies[2]["error"]["code"] == -32600 and "not a JSON-RPC 2.0" in replies[2]["error"]["message"]
+    assert replies[2]["error"]["code"] == -32600 and '"jsonrpc" must be "2.0"' in replies[2]["error"]["message"]
     assert replies[3]["error"]["code"] == -32600
     assert len(replies[4]["result"]["tools"]) >= 9  # the session goes on
     assert b"secret" not in result.stderr and b"this is not json" not in result.stderr  # logs name the fault only

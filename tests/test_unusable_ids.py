@@ -133,3 +133,22 @@ def test_an_http_body_that_is_no_jsonrpc_message_gets_an_explained_invalid_reque
         assert parse_error.status_code == 400 and parse_error.json()["error"]["code"] == -32700
         ping = http.post("/mcp", json={"jsonrpc": "2.0", "id": 9, "method": "ping"}, headers=session_headers(session))
         assert answer(ping)["id"] == 9
+
+
+def test_a_stdio_line_that_is_no_jsonrpc_message_gets_the_same_explanation_as_over_http(tmp_path: Path) -> None:
+    """The same malformed messages as one line each over stdio: -32600 saying what is wrong (the
+    words HTTP uses, with "line" for "body"), with the line's id when it has one; the session goes
+    on (the ping after them is answered)."""
+    lines = [json.dumps(m) for m in handshake()] + [body.decode() for body, _, _ in NOT_MESSAGES] + [
+        json.dumps({"jsonrpc": "2.0", "id": 99, "method": "ping"})]
+    command = [str(EXE)] if EXE.exists() else [sys.executable, "-m", "graph_memory"]
+    done = subprocess.run(command, input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=60,
+                          env=server_env(tmp_path, tmp_path / "memory.db"))
+    replies = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    refusals = [m for m in replies if "error" in m]
+    assert len(refusals) == len(NOT_MESSAGES), replies
+    for refusal, (_, request_id, problem) in zip(refusals, NOT_MESSAGES, strict=True):
+        assert refusal["id"] == request_id, refusal
+        assert refusal["error"]["code"] == -32600, refusal
+        assert problem.replace("the body", "the line") in refusal["error"]["message"], refusal
+    assert replies[-1] == {"jsonrpc": "2.0", "id": 99, "result": {}}

@@ -66,8 +66,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from graph_memory.errors import MigrationError, ServeError
 from graph_memory.logs import get_logger
+from graph_memory.mcp.messages import message_problem
 from graph_memory.surrogates import log_replaced, repair_json_bytes
-from graph_memory.wording import json_type, plural
+from graph_memory.wording import plural
 
 if TYPE_CHECKING:
     from graph_memory.db.backend import Backend
@@ -439,18 +440,7 @@ def invalid_message_problem(body: bytes) -> str | None:
         message = json.loads(body)
     except ValueError:
         return None
-    if not isinstance(message, dict):
-        return f"the body is a JSON {json_type(message)}, not a message object"
-    if message.get("jsonrpc") != "2.0":
-        return '"jsonrpc" must be "2.0"'
-    if "method" in message:
-        method, params = message["method"], message.get("params", {})
-        if not isinstance(method, str):
-            return f'"method" must be a string, not a JSON {json_type(method)}'
-        return None if isinstance(params, dict) else f'"params" must be an object, not a JSON {json_type(params)}'
-    if "result" in message or "error" in message:
-        return None
-    return 'a request or notification needs a "method" (a response: "result" or "error")'
+    return message_problem(message, "body")
 
 
 def host_port(host: str, port: int) -> str:

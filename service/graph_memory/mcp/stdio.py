@@ -54,6 +54,7 @@ from pydantic import ValidationError
 
 from graph_memory.logs import get_logger
 from graph_memory.mcp.jsontext import dumps_line, escape_non_ascii
+from graph_memory.mcp.messages import message_problem
 from graph_memory.surrogates import log_replaced, repair_json_text
 
 # How long, at end of input, the server waits for the replies of requests still in flight.
@@ -190,7 +191,7 @@ class DrainingReadStream(_StreamWrapper):
             if isinstance(item, ValidationError):
                 item = with_lone_surrogates_replaced(item)
             if isinstance(item, ValidationError):
-                reply = invalid_message_reply(item)
+                reply = invalid_message_reply(item, line)
                 if reply is not None:
                     await self._send_reply(reply)
                 continue
@@ -247,10 +248,12 @@ def with_lone_surrogates_replaced(error: ValidationError) -> SessionMessage | Va
     return SessionMessage(message)
 
 
-def invalid_message_reply(error: ValidationError) -> SessionMessage | None:
+def invalid_message_reply(error: ValidationError, line: str | None = None) -> SessionMessage | None:
     """The JSON-RPC error reply to a line the SDK could not read as a message: -32700 when it is
-    not JSON, -32600 when it is JSON but not a message, with the line's id when it has a usable
-    one (a string or an integer), else id null. None for a blank line, which is skipped."""
+    not JSON, -32600 when it is JSON but not a message (saying what is wrong with it when
+    :func:`~graph_memory.mcp.messages.message_problem` can tell from ``line``), with the line's id
+    when it has a usable one (a string or an integer), else id null. None for a blank line, which
+    is skipped."""
     faults = error.errors()
     inputs = [fault.get("input") for fault in faults]
     if any(fault["type"] == "json_invalid" for fault in faults):
@@ -259,12 +262,24 @@ def invalid_message_reply(error: ValidationError) -> SessionMessage | None:
         code, what = PARSE_ERROR, "Parse error: the line is not valid JSON"
     else:
         code, what = INVALID_REQUEST, "Invalid Request: the line is JSON but not a JSON-RPC 2.0 message"
+        problem = _line_problem(line)
+        if problem is not None:
+            what = f"Invalid Request: {problem}"
     request_id = next((value["id"] for value in inputs if isinstance(value, dict)
                        and type(value.get("id")) in (int, str)), None)
     # The kinds of fault only: the line itself may hold the user's data.
     log.warning("invalid_message", code=code, faults=sorted({fault["type"] for fault in faults})[:5])
     return SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(
         code=code, message=f"{what}; send one JSON-RPC message per line")))
+
+
+def _line_problem(line: str | None) -> str | None:
+    if line is None:
+        return None
+    try:
+        return message_problem(json.loads(line), "line")
+    except ValueError:  # read only after its lone surrogates were replaced: the SDK's verdict stands
+        return None
 
 
 def unusable_id_reply(message: JSONRPCNotification, line: str) -> SessionMessage | None:
