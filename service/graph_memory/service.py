@@ -44,6 +44,7 @@ from graph_memory.errors import (
     ReplyTooLarge,
     StoreError,
 )
+from graph_memory.hints import graph_memory_command
 from graph_memory.importer import (
     ImportReport,
     Progress,
@@ -891,8 +892,10 @@ def destination_settings(settings: Settings, dest: str) -> Settings:
                           f"{dest.split('://', 1)[0][:20]!r} URL")
     target = Settings.load(database_url=None, database_password_file=None, file_path=dest)
     if target.file_path.suffix.lower() in LEGACY_SUFFIXES:
-        raise OutputError(f"{target.file_path} is a legacy JSONL/JSON file name; graph-memory copy writes a "
-                          f"database: name a .db file (for a JSONL copy use: graph-memory export --with-weights)")
+        export = graph_memory_command("export", "--with-weights", "-o", target.file_path,
+                                      database=settings.database_label)
+        raise OutputError(f"{target.file_path} is a legacy JSONL/JSON file name and copy writes a database: name "
+                          f"a .db file, or write the graph as JSONL with: {export}")
     source = settings.database_path
     if settings.database_url is None and (target.file_path == source or (
             target.file_path.exists() and source.exists() and target.file_path.samefile(source))):
