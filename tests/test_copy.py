@@ -23,7 +23,7 @@ from graph_memory.models import Entity, ObservationUpdate, Relation
 from graph_memory.service import MemoryService, copy_memory, export_graph, import_file, stats
 from graph_memory.settings import Settings
 
-from pgcluster import PASSWORD
+from pgcluster import PASSWORD, Cluster
 
 EXE = Path(sys.executable).with_name("graph-memory")
 INVERSES = {"manages": "reports_to", "reports_to": "manages"}
@@ -224,3 +224,17 @@ def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     command = [str(EXE)] if EXE.exists() else [sys.executable, "-m", "graph_memory"]
     return subprocess.run([*command, *args], env=base | (env or {}), capture_output=True, text=True, timeout=120,
                           check=False)
+
+
+def test_postgres_to_postgres_is_exact(source: Settings, postgres_url: str, postgres_cluster: Cluster,
+                                       tmp_path: Path) -> None:
+    copy_memory(source, postgres_url)
+    other = postgres_cluster.create_database()
+    try:
+        result = copy_memory(Settings.load(database_url=postgres_url), postgres_cluster.url(other))
+        assert result.destination == postgres_cluster.url(other).replace(f":{PASSWORD}@", ":***@")
+        moved = Settings.load(database_url=postgres_cluster.url(other))
+        assert exported(moved, tmp_path / "moved.jsonl") == exported(source, tmp_path / "source.jsonl")
+        assert snapshot(moved) == snapshot(source)
+    finally:
+        postgres_cluster.drop_database(other)
