@@ -33,7 +33,7 @@ from graph_memory.legacy import LegacyGraph
 from graph_memory.logs import configure_logging
 from graph_memory.models import Entity, Relation
 
-COMMANDS = {"serve", "import", "export", "backup", "stats", "migrate", "healthcheck", "view"}
+COMMANDS = {"serve", "import", "export", "backup", "stats", "migrate", "copy", "healthcheck", "view"}
 SCRIPT = Path(sys.executable).with_name("graph-memory")
 
 

@@ -430,6 +430,23 @@ def cmd_backup(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_copy(args: argparse.Namespace) -> int:
+    """Copy the whole memory into another, empty database (SQLite file or PostgreSQL URL), exactly."""
+    settings = _settings(args)
+    from graph_memory.service import copy_memory
+
+    with _Bar(None, "copying", "row") as bar:
+        result = copy_memory(settings, args.to, progress=bar.advance)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(f"copied {result.source} into {result.destination}")
+        print(f"  {plural(result.entities, 'entity')}, {plural(result.observations, 'observation')}, "
+              f"{plural(result.relations, 'relation')} ({result.inverse_relations} materialized inverses), "
+              f"{plural(result.records, 'legacy-import record')}; times, weights and creation order kept")
+    return EXIT_OK
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
     """Counts, size and schema version of the database."""
     settings = _settings(args)
@@ -522,7 +539,7 @@ _Command = Callable[..., argparse.ArgumentParser]   # adds one subcommand: comma
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (commands: serve, import, export, backup, stats, migrate, healthcheck, view)."""
+    """The argument parser (commands: serve, import, export, backup, stats, migrate, copy, healthcheck, view)."""
     from graph_memory import package_version
 
     parser = argparse.ArgumentParser(
@@ -555,6 +572,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_import_command(command)
     _add_export_command(command)
     _add_data_commands(command)
+    _add_copy_command(command)
     _add_view_command(command)
     command("healthcheck", "exit 0 when the database opens and is fully migrated", cmd_healthcheck)
     return parser
@@ -631,6 +649,28 @@ def _add_data_commands(command: _Command) -> None:
                          "migration was edited, or the database cannot be opened\n"
                          "  3  --check only: migrations are pending")
     mig.add_argument("--check", action="store_true", help="only report; exit 3 when migrations are pending")
+
+
+def _add_copy_command(command: _Command) -> None:
+    cp = command("copy", "copy the whole memory into another, empty database (SQLite <-> PostgreSQL)", cmd_copy,
+                 epilog="Copies the database this command is configured for (MEMORY_DATABASE_URL when set, else "
+                        "--database / MEMORY_FILE_PATH) into DEST, exactly: entities, observations and relations "
+                        "with their weights, created/updated times (unknown stays unknown) and creation order, "
+                        "the materialized inverse relations, and the legacy-import records and first-start duty. "
+                        "Each database keeps its own key for paging cursors (a cursor of one is refused by the "
+                        "other). Afterwards 'export --with-weights' of both is byte-identical.\n\n"
+                        "DEST is a SQLite file (created when missing) or a postgresql:// URL; it is migrated "
+                        "first and must be empty (no entities, relations or import records): nothing is ever "
+                        "merged or overwritten. The source is read in one consistent snapshot and never written "
+                        "(servers may keep running on it; their later writes are not copied); DEST is written in "
+                        "one transaction, so a failure leaves it empty. The password of a DEST URL comes from "
+                        "the URL or libpq's PGPASSWORD / ~/.pgpass (MEMORY_DATABASE_PASSWORD_FILE is the "
+                        "source's); it is never printed.\n\n"
+                        "exit status: 0 copied, 1 refused or failed (the message on stderr says why; nothing "
+                        "was written to DEST)")
+    cp.add_argument("--to", required=True, metavar="DEST",
+                    help="the destination: a SQLite file path or a postgresql://user@host:port/dbname URL")
+    cp.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
 def _add_view_command(command: _Command) -> None:

@@ -25,6 +25,8 @@ from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TextIO, TypeVar
 
+from graph_memory import copying
+from graph_memory.copying import CopyResult
 from graph_memory.db import backend as backends
 from graph_memory.db.backend import Backend, Graph, OpenMode
 from graph_memory.db.backend import known_migrations as known_migrations  # for the CLI's migrate --check
@@ -40,7 +42,9 @@ from graph_memory.errors import (
     InvalidInput,
     OutputError,
     ReplyTooLarge,
+    StoreError,
 )
+from graph_memory.hints import graph_memory_command
 from graph_memory.importer import (
     ImportReport,
     Progress,
@@ -840,3 +844,60 @@ def first_start(backend: Backend, settings: Settings, log: BoundLogger) -> Impor
     if new_database:  # only the start that created it: a database emptied on purpose stays quiet
         log_hint_if_reference_files(backend, log)
     return report
+
+
+def copy_memory(settings: Settings, dest: str, *, progress: Callable[[int], None] | None = None) -> CopyResult:
+    """``graph-memory copy --to DEST``: copy the whole memory of the database ``settings`` name
+    into ``dest`` — a SQLite file path or a ``postgresql://`` URL (its password from the URL or
+    libpq's PGPASSWORD/~/.pgpass; ``MEMORY_DATABASE_PASSWORD_FILE`` is the source's) — exactly
+    (:func:`graph_memory.copying.copy_memory`). The source is opened read-only and must be
+    fully migrated; ``dest`` is created or migrated first and must hold nothing.
+    ``progress(rows)`` is called after each batch written.
+
+    Raises:
+        OutputError: ``dest`` is the source itself, a legacy JSONL/JSON file, another kind of URL,
+            or not empty (nothing written).
+        PendingMigrationsError: the source has migrations pending.
+        StoreError: either database cannot be opened, read or written (``dest`` left as it was,
+            or newly created and empty).
+    """
+    target = destination_settings(settings, dest)
+    with opened(settings, "current") as source:
+        if not source.has_graph():
+            raise StoreError(f"the database {source.path} holds no memory yet (no migration has set it up); "
+                             f"nothing to copy")
+        with opened(target, "migrate") as destination:
+            return copying.copy_memory(source, destination, progress=progress)
+
+
+def destination_settings(settings: Settings, dest: str) -> Settings:
+    """``settings`` with the database ``dest`` (a SQLite file path or a ``postgresql://`` URL)
+    instead of theirs: the destination of ``graph-memory copy``.
+
+    Raises:
+        OutputError: ``dest`` is empty, a URL of another kind, a legacy JSONL/JSON file, or the
+            database ``settings`` name.
+    """
+    from graph_memory.settings import LEGACY_SUFFIXES, POSTGRES_SCHEMES, mask_database_url
+
+    if not dest.strip():
+        raise OutputError("--to needs a SQLite file path or a postgresql:// URL")
+    if dest.startswith(POSTGRES_SCHEMES):
+        if settings.database_url is not None and dest == settings.database_url.get_secret_value():
+            raise OutputError(f"--to names the database being copied ({mask_database_url(dest)}); "
+                              f"name another database")
+        return Settings.load(database_url=dest, database_password_file=None, file_path=settings.file_path)
+    if "://" in dest:
+        raise OutputError(f"--to takes a SQLite file path or a postgresql:// URL, not a "
+                          f"{dest.split('://', 1)[0][:20]!r} URL")
+    target = Settings.load(database_url=None, database_password_file=None, file_path=dest)
+    if target.file_path.suffix.lower() in LEGACY_SUFFIXES:
+        export = graph_memory_command("export", "--with-weights", "-o", target.file_path,
+                                      database=settings.database_label)
+        raise OutputError(f"{target.file_path} is a legacy JSONL/JSON file name and copy writes a database: name "
+                          f"a .db file, or write the graph as JSONL with: {export}")
+    source = settings.database_path
+    if settings.database_url is None and (target.file_path == source or (
+            target.file_path.exists() and source.exists() and target.file_path.samefile(source))):
+        raise OutputError(f"--to names the database being copied ({source}); name another file")
+    return target

@@ -21,6 +21,7 @@ from graph_memory.db.explore import Change, EntityPage, Neighborhood
 from graph_memory.db.migrations import Migration, MigrationStatus, load_migrations
 from graph_memory.db.paths import check_database_path
 from graph_memory.db.records import ImportRecord
+from graph_memory.db.rows import StoredEntity, StoredObservation, StoredRelation
 from graph_memory.db.store import Connection, Store
 from graph_memory.errors import OutputError, StoreError
 from graph_memory.hints import graph_memory_command
@@ -228,6 +229,41 @@ class Graph(Protocol):
     def link_inverse(self, key: tuple[str, str, str], primary_type: str) -> bool:
         """Mark relation ``key`` the materialized inverse of ``(to, from, primary_type)`` (an import
         restoring an export's record); False when either is missing or the primary is an inverse."""
+        ...
+
+    # -- whole rows, times included (graph-memory copy: an exact copy into an empty database) --
+
+    def stored_entities(self, after: int, limit: int) -> list[StoredEntity]:
+        """Up to ``limit`` entity rows with ids above ``after``, in id (creation) order."""
+        ...
+
+    def stored_observations(self, after: int, limit: int) -> list[StoredObservation]:
+        """Up to ``limit`` observation rows with ids above ``after``, in id order."""
+        ...
+
+    def stored_relations(self, after: int, limit: int) -> list[StoredRelation]:
+        """Up to ``limit`` relation rows with ids above ``after``, in id order."""
+        ...
+
+    def restore_entities(self, rows: Sequence[StoredEntity]) -> list[int]:
+        """Insert entity rows as they are (times included; their ids are not kept), in order,
+        inside :meth:`merging`; the ids they get here, in the same order."""
+        ...
+
+    def restore_observations(self, rows: Sequence[StoredObservation]) -> None:
+        """Insert observation rows as they are (``entity_id``: an id of this database), in order."""
+        ...
+
+    def restore_relations(self, rows: Sequence[StoredRelation]) -> None:
+        """Insert relation rows as they are (weights and times included), in order."""
+        ...
+
+    def restore_record(self, record: ImportRecord) -> None:
+        """Add a legacy-import record as it is, ``recorded_at`` included."""
+        ...
+
+    def set_first_start(self, action: str | None) -> None:
+        """Make ``action`` ('import', 'baseline' or None) what the next start owes."""
         ...
 
     # -- bounded reads for looking at the graph (graph-memory view, export --format mermaid|dot) --
@@ -459,6 +495,30 @@ class SqliteGraph:
 
     def link_inverse(self, key: tuple[str, str, str], primary_type: str) -> bool:
         return graph.link_inverse(self.conn, key, primary_type)
+
+    def stored_entities(self, after: int, limit: int) -> list[StoredEntity]:
+        return graph.stored_entities(self.conn, after, limit)
+
+    def stored_observations(self, after: int, limit: int) -> list[StoredObservation]:
+        return graph.stored_observations(self.conn, after, limit)
+
+    def stored_relations(self, after: int, limit: int) -> list[StoredRelation]:
+        return graph.stored_relations(self.conn, after, limit)
+
+    def restore_entities(self, rows: Sequence[StoredEntity]) -> list[int]:
+        return graph.restore_entities(self.conn, rows)
+
+    def restore_observations(self, rows: Sequence[StoredObservation]) -> None:
+        graph.restore_observations(self.conn, rows)
+
+    def restore_relations(self, rows: Sequence[StoredRelation]) -> None:
+        graph.restore_relations(self.conn, rows)
+
+    def restore_record(self, record: ImportRecord) -> None:
+        records.restore_record(self.conn, record)
+
+    def set_first_start(self, action: str | None) -> None:
+        records.set_first_start(self.conn, action)
 
     def neighborhood(self, names: Sequence[str], hops: int, max_entities: int | None) -> Neighborhood:
         return explore.neighborhood(self.conn, list(names), hops, max_entities)

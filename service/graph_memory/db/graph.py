@@ -19,6 +19,7 @@ from typing import cast
 import apsw
 
 from graph_memory.db import index
+from graph_memory.db.rows import StoredEntity, StoredObservation, StoredRelation
 from graph_memory.errors import Conflict, EntityNotFound, RelationNotFound
 from graph_memory.models import (
     AddedObservations,
@@ -711,3 +712,54 @@ def inverse_links(conn: apsw.Connection) -> dict[tuple[str, str, str], str]:
     rows = conn.execute("SELECT i.from_name, i.to_name, i.relation_type, p.relation_type FROM relations i "
                         "JOIN relations p ON p.id = i.inverse_of")
     return {(cast(str, a), cast(str, b), cast(str, t)): cast(str, primary) for a, b, t, primary in rows}
+
+
+# -- whole rows, times included (graph-memory copy; db/rows.py) ------------------------------------
+
+
+def stored_entities(conn: apsw.Connection, after: int, limit: int) -> list[StoredEntity]:
+    """Up to ``limit`` entity rows with ids above ``after``, in id order (unknown times: None)."""
+    return [StoredEntity(*row) for row in conn.execute(
+        "SELECT id, name, entity_type, nullif(created_at, ''), nullif(updated_at, '') FROM entities "
+        "WHERE id > ? ORDER BY id LIMIT ?", (after, limit))]
+
+
+def stored_observations(conn: apsw.Connection, after: int, limit: int) -> list[StoredObservation]:
+    """Up to ``limit`` observation rows with ids above ``after``, in id order."""
+    return [StoredObservation(*row) for row in conn.execute(
+        "SELECT id, entity_id, content, nullif(created_at, ''), nullif(updated_at, '') FROM observations "
+        "WHERE id > ? ORDER BY id LIMIT ?", (after, limit))]
+
+
+def stored_relations(conn: apsw.Connection, after: int, limit: int) -> list[StoredRelation]:
+    """Up to ``limit`` relation rows with ids above ``after``, in id order."""
+    return [StoredRelation(*row) for row in conn.execute(
+        "SELECT id, from_name, to_name, relation_type, weight, nullif(created_at, ''), updated_at FROM relations "
+        "WHERE id > ? ORDER BY id LIMIT ?", (after, limit))]
+
+
+def restore_entities(conn: apsw.Connection, rows: Sequence[StoredEntity]) -> list[int]:
+    """Insert entity rows as they are, times included (None: unknown), in order; their new ids.
+    The caller keeps the search index in step (:func:`merging`)."""
+    ids: list[int] = []
+    for row in rows:
+        (entity_id,) = conn.execute(
+            "INSERT INTO entities (name, entity_type, created_at, updated_at) VALUES (?, ?, ?, ?) RETURNING id",
+            (row.name, row.entity_type, row.created_at or UNKNOWN_TIME, row.updated_at or UNKNOWN_TIME)).fetchall()[0]
+        ids.append(cast(int, entity_id))
+    return ids
+
+
+def restore_observations(conn: apsw.Connection, rows: Sequence[StoredObservation]) -> None:
+    """Insert observation rows as they are (``entity_id``: an id of this database), in order."""
+    conn.executemany("INSERT INTO observations (entity_id, content, created_at, updated_at) VALUES (?, ?, ?, ?)",
+                     [(r.entity_id, r.content, r.created_at or UNKNOWN_TIME, r.updated_at or UNKNOWN_TIME)
+                      for r in rows])
+
+
+def restore_relations(conn: apsw.Connection, rows: Sequence[StoredRelation]) -> None:
+    """Insert relation rows as they are, weights and times included, in order."""
+    conn.executemany("INSERT INTO relations (from_name, to_name, relation_type, weight, created_at, updated_at) "
+                     "VALUES (?, ?, ?, ?, ?, ?)",
+                     [(r.source, r.target, r.relation_type, r.weight, r.created_at or UNKNOWN_TIME, r.updated_at)
+                      for r in rows])

@@ -98,3 +98,16 @@ def latest_record(conn: Connection, path: str) -> ImportRecord | None:
     row = conn.execute(f"SELECT {RECORD_COLUMNS} FROM legacy_imports WHERE path = ? ORDER BY id DESC LIMIT 1",
                        (path,)).fetchone()
     return ImportRecord(*row) if row is not None else None
+
+
+def restore_record(conn: Connection, record: ImportRecord) -> None:
+    """Add ``record`` as it is, its ``recorded_at`` included (``graph-memory copy``)."""
+    conn.execute(f"INSERT INTO legacy_imports ({RECORD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 (record.kind, record.path, record.size_bytes, record.sha256, record.mtime, record.mtime_ns,
+                  record.entities, record.observations, record.relations, record.recorded_at))
+
+
+def set_first_start(conn: Connection, action: str | None) -> None:
+    """Make ``action`` ('import', 'baseline' or None) what the next start owes (``graph-memory copy``
+    carries the source's duty, so a copy never imports a legacy file its source did not owe)."""
+    conn.execute("UPDATE legacy_first_start SET action = ? WHERE id = 1", (action,))

@@ -27,6 +27,7 @@ from graph_memory.db.graph import unique
 from graph_memory.db.postgres.text import decode, document, encode, key, relation_key
 from graph_memory.db.postgres.text import key as _key
 from graph_memory.db.records import RECORD_COLUMNS, ImportRecord
+from graph_memory.db.rows import StoredEntity, StoredObservation, StoredRelation
 from graph_memory.errors import Conflict, EntityNotFound, RelationNotFound
 from graph_memory.models import (
     AddedObservations,
@@ -526,6 +527,67 @@ class PostgresGraph:
         self.changed = True
         return True
 
+    # -- whole rows, times included (graph-memory copy; db/rows.py) --------------------------------
+
+    def stored_entities(self, after: int, limit: int) -> list[StoredEntity]:
+        return [StoredEntity(int(i), decode(n), decode(t), c, u) for i, n, t, c, u in self._rows(
+            f"SELECT id, name, entity_type, {stored_time('created_at')}, {stored_time('updated_at')} FROM entities "
+            f"WHERE id > %s ORDER BY id LIMIT %s", (after, limit))]
+
+    def stored_observations(self, after: int, limit: int) -> list[StoredObservation]:
+        return [StoredObservation(int(i), int(e), decode(content), c, u) for i, e, content, c, u in self._rows(
+            f"SELECT id, entity_id, content, {stored_time('created_at')}, {stored_time('updated_at')} "
+            f"FROM observations WHERE id > %s ORDER BY id LIMIT %s", (after, limit))]
+
+    def stored_relations(self, after: int, limit: int) -> list[StoredRelation]:
+        return [StoredRelation(int(i), decode(a), decode(b), decode(t), float(w), c, u) for i, a, b, t, w, c, u in
+                self._rows(f"SELECT id, from_name, to_name, relation_type, weight, {stored_time('created_at')}, "
+                           f"{stored_time('updated_at')} FROM relations WHERE id > %s ORDER BY id LIMIT %s",
+                           (after, limit))]
+
+    def restore_entities(self, rows: Sequence[StoredEntity]) -> list[int]:
+        if not rows:
+            return []
+        ids: list[int] = []
+        with self.conn.cursor() as cur:
+            # Times arrive as milliseconds text (or None): timestamptz keeps them exactly.
+            cur.executemany("INSERT INTO entities (name, name_key, entity_type, created_at, updated_at) "
+                            "VALUES (%s, %s, %s, %s::timestamptz, %s::timestamptz) RETURNING id",
+                            [(encode(r.name), key(r.name), encode(r.entity_type), r.created_at, r.updated_at)
+                             for r in rows], returning=True)
+            while True:
+                row = cur.fetchone()
+                assert row is not None
+                ids.append(int(row[0]))
+                if not cur.nextset():
+                    break
+        self.changed = True
+        self.stale.update(ids)
+        return ids
+
+    def restore_observations(self, rows: Sequence[StoredObservation]) -> None:
+        if not rows:
+            return
+        with self.conn.cursor() as cur:
+            cur.executemany("INSERT INTO observations (entity_id, content, content_key, created_at, updated_at) "
+                            "VALUES (%s, %s, %s, %s::timestamptz, %s::timestamptz)",
+                            [(r.entity_id, encode(r.content), key(r.content), r.created_at, r.updated_at)
+                             for r in rows])
+        self.changed = True
+        self.stale.update(r.entity_id for r in rows)
+
+    def restore_relations(self, rows: Sequence[StoredRelation]) -> None:
+        if not rows:
+            return
+        with self.conn.cursor() as cur:
+            cur.executemany("INSERT INTO relations (from_name, to_name, relation_type, from_key, to_key, relation_key, "
+                            "weight, created_at, updated_at) "
+                            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s::timestamptz, %s::timestamptz)",
+                            [(encode(r.source), encode(r.target), encode(r.relation_type), key(r.source),
+                              key(r.target), relation_key(r.source, r.target, r.relation_type), r.weight,
+                              r.created_at, r.updated_at) for r in rows])
+        self.changed = True
+
     # -- pages, since and times (SQLite: migrations 0006, db/pages.py) ----------------------------
 
     def read_page(self, since: str | None, after: ReadPosition | None,
@@ -642,6 +704,16 @@ class PostgresGraph:
         self.conn.execute("INSERT INTO legacy_imports (kind, path, size_bytes, sha256, mtime, mtime_ns, entities, "
                           "observations, relations) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
                           (kind, encode(path), size_bytes, sha256, mtime, mtime_ns, *counts))
+
+    def restore_record(self, record: ImportRecord) -> None:
+        self.conn.execute(f"INSERT INTO legacy_imports ({RECORD_COLUMNS}) "
+                          f"VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::timestamptz)",
+                          (record.kind, None if record.path is None else encode(record.path), record.size_bytes,
+                           record.sha256, record.mtime, record.mtime_ns, record.entities, record.observations,
+                           record.relations, record.recorded_at))
+
+    def set_first_start(self, action: str | None) -> None:
+        self.conn.execute("UPDATE legacy_first_start SET action = %s WHERE id = 1", (action,))
 
     # -- search documents ---------------------------------------------------------------------------
 
