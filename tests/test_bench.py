@@ -155,8 +155,11 @@ def test_both_clients_run_the_same_schedule(both_clients_result: tuple[dict[str,
     assert sizes == sorted(sizes, reverse=True) and sizes[-1] > 0
     for key, c in cost.items():
         assert c["chunks"] >= 1 and min(c["reader_ms"], c["parse_ms"], c["result_ms"]) > 0, key
+        # ... and the TypeScript client's own work on the same reply.
+        assert c["typescript"]["valid"] is True and c["typescript"]["readBufferMs"] > 0, key
     # Both clients side by side in the terminal and in the Markdown; issue 15's targets listed.
     assert "both official clients side by side" in stdout and "the Python client's own work" in stdout
+    assert "the TypeScript client's own: ReadBuffer" in stdout
     from bench import clients_report, report
 
     markdown = report.markdown(result)
