@@ -256,6 +256,9 @@ RUNNING = [
     "reported as refused by the client, and the driver reconnects for the next step.",
     "- To tell whether a change helps, compare two source trees side by side on one database with "
     "`python -m bench.ab` (the two versions take turns block by block; see its docstring).",
+    "- To see how much of a large reply's time is the client's own, `python -m bench.client_cost --reference` "
+    "times each official client's steps (stdio reader, parse, output-schema check) on captured replies of "
+    "read_graph and the 2.5 % search from both servers.",
 ]
 
 
