@@ -183,7 +183,8 @@ def typescript_client_cost(lines: list[bytes], schemas: list[dict[str, Any]], sd
 def main(argv: list[str] | None = None) -> int:
     """``python -m bench.client_cost``: print what each official client spends by itself on our
     (and, with ``--reference``, the reference server's) replies of ``read_graph`` and the broad
-    search, beside the server's own time to the reply's last byte."""
+    search at ``--size`` entities. The servers' replies are timed one after the other: on a busy
+    machine compare figures of one run only, and run it twice."""
     import argparse
 
     from bench import servers
