@@ -407,9 +407,12 @@ def measure_client_cost(spec: servers.ServerSpec, ops: list[workload.Op], measur
     schemas: dict[str, Any] = {}
     replies = client_cost.capture_replies(spec, clean_env(), [args[k] for k in keys], schemas=schemas)
     out = {key: client_cost.python_client_cost(line) for key, line in zip(keys, replies, strict=True)}
-    if ts_sdk is not None:
-        ts = client_cost.typescript_client_cost(replies, [schemas[args[k][0]] for k in keys], ts_sdk)
-        for key, cost in zip(keys, ts, strict=True):
+    # Only replies that client accepts (it drops the connection on a message over 10 MiB).
+    fits = [(k, line) for k, line in zip(keys, replies, strict=True) if len(line) < client_cost.TS_MAX_MESSAGE_BYTES]
+    if ts_sdk is not None and fits:
+        ts = client_cost.typescript_client_cost([line for _, line in fits], [schemas[args[k][0]] for k, _ in fits],
+                                                ts_sdk)
+        for (key, _), cost in zip(fits, ts, strict=True):
             out[key]["typescript"] = cost
     return out
 
