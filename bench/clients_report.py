@@ -141,8 +141,19 @@ def client_cost_lines(size_result: dict[str, Any]) -> list[str]:
             + (f", output-schema check {_ms(check)} ms (live p50)" if check is not None else "")
             + f" = {_ms(own)} ms of the client's own work"
             + (f", in a call of {_ms(py['p50'])} ms through the Python client" if py else "")
-            + (f" ({_ms(ts['p50'])} ms through the TypeScript client)" if ts else ""))
+            + (f" ({_ms(ts['p50'])} ms through the TypeScript client)" if ts else "")
+            + (_typescript_cost(c["typescript"]) if "typescript" in c else ""))
     return out
+
+
+def _typescript_cost(c: dict[str, Any]) -> str:
+    """The TypeScript client's own work on the same reply (``bench/ts_client_cost.mjs``)."""
+    own = c["readBufferMs"] + c["resultSchemaMs"] + c["outputSchemaMs"]
+    return (f"; the TypeScript client's own: ReadBuffer {_ms(c['readBufferMs'])} ms (its buffer concatenated per "
+            f"64 KiB read; including the line's decode {_ms(c['decodeMs'])} ms and JSON.parse "
+            f"{_ms(c['jsonParseMs'])} ms), "
+            f"result check {_ms(c['resultSchemaMs'])} ms, output-schema check {_ms(c['outputSchemaMs'])} ms "
+            f"= {_ms(own)} ms")
 
 
 def targets(result: dict[str, Any]) -> list[dict[str, Any]]:

@@ -112,7 +112,8 @@ def text_table(result: dict[str, Any]) -> str:
                   *clients_report.text_table(s), *clients_report.notes(s)]
         cost = clients_report.client_cost_lines(s)
         if cost:
-            lines += ["the Python client's own work on our replies (in-process, on a captured reply):", *cost]
+            lines += ["the Python client's own work on our replies (in-process, on a captured reply; the "
+                      "TypeScript client's where it ran):", *cost]
     lines.append("")
     lines.append("targets:")
     for t in targets(result) + clients_report.targets(result):
@@ -255,6 +256,9 @@ RUNNING = [
     "reported as refused by the client, and the driver reconnects for the next step.",
     "- To tell whether a change helps, compare two source trees side by side on one database with "
     "`python -m bench.ab` (the two versions take turns block by block; see its docstring).",
+    "- To see how much of a large reply's time is the client's own, `python -m bench.client_cost --reference` "
+    "times each official client's steps (stdio reader, parse, output-schema check) on captured replies of "
+    "read_graph and the 2.5 % search from both servers.",
 ]
 
 
@@ -333,7 +337,9 @@ def markdown(result: dict[str, Any]) -> str:
         if cost:
             lines += ["", "The Python client's own work on our replies (timed in-process on a reply captured from "
                           "the server; its stdio reader re-joins its buffer for every 64 KiB chunk, its output-"
-                          "schema check is pure-Python `jsonschema`):", "", *[f"- {c}" for c in cost]]
+                          "schema check is pure-Python `jsonschema`; where the TypeScript client ran, its own "
+                          "work on the same reply: its ReadBuffer concatenates its whole buffer for every 64 KiB "
+                          "read, its output-schema check is compiled by ajv):", "", *[f"- {c}" for c in cost]]
         lines += ["", f"## {int(size):,} entities, Python client in detail (×floor)", ""]
         if ref and not has_ref:
             lines += [f"Reference server skipped at this size ({ref['skipped']}).", ""]

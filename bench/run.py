@@ -364,7 +364,8 @@ async def measure_size(size: int, args: argparse.Namespace, budget: Budget, work
         result["cold_start"] = colds[kind]
         result["cold_start_p50_s"] = sorted(c["first_reply_s"] for c in colds[kind])[len(colds[kind]) // 2]
         out[kind] = result
-    out["python_client_cost"] = measure_client_cost(ours_spec, ops, measured["ours"])
+    out["python_client_cost"] = measure_client_cost(ours_spec, ops, measured["ours"],
+                                                    args.ts_sdk if ts_sides else None)
     if ts_sides:
         out["typescript"] = measure_typescript(ts_sides, measured, args, budget, read_graph, size, workdir, errlog)
     if ref_spec:
@@ -392,16 +393,28 @@ async def measure_size(size: int, args: argparse.Namespace, budget: Budget, work
 COSTED = ("search_common", "search_broad", "search_broad_summary", "read_graph_summary", "read_graph")
 
 
-def measure_client_cost(spec: servers.ServerSpec, ops: list[workload.Op], measured: dict[str, Any]) -> dict[str, Any]:
+def measure_client_cost(spec: servers.ServerSpec, ops: list[workload.Op], measured: dict[str, Any],
+                        ts_sdk: Path | None = None) -> dict[str, Any]:
     """The Python client's own work (``bench.client_cost``) on our replies of the operations whose
     result grows with the graph, captured from the server after the rounds (the graph has its
-    size again); the whole read_graph only where the Python client read it."""
+    size again); the whole read_graph only where the Python client read it. With ``ts_sdk`` (the
+    TypeScript SDK's folder) each also holds ``typescript``: that client's own work on the same
+    reply (``bench/ts_client_cost.mjs``)."""
     args = {op.key: (op.tool, op.make_args(0)) for op in ops}
     args.update({r.key: ("read_graph", r.args) for r in workload.READS if not r.page_limit})
     keys = [k for k in COSTED if k in measured["ops"] and k in args]
-    log(f"  Python client's own cost: capturing {', '.join(keys)}")
-    replies = client_cost.capture_replies(spec, clean_env(), [args[k] for k in keys])
-    return {key: client_cost.python_client_cost(line) for key, line in zip(keys, replies, strict=True)}
+    log(f"  clients' own cost: capturing {', '.join(keys)}")
+    schemas: dict[str, Any] = {}
+    replies = client_cost.capture_replies(spec, clean_env(), [args[k] for k in keys], schemas=schemas)
+    out = {key: client_cost.python_client_cost(line) for key, line in zip(keys, replies, strict=True)}
+    # Only replies that client accepts (it drops the connection on a message over 10 MiB).
+    fits = [(k, line) for k, line in zip(keys, replies, strict=True) if len(line) < client_cost.TS_MAX_MESSAGE_BYTES]
+    if ts_sdk is not None and fits:
+        ts = client_cost.typescript_client_cost([line for _, line in fits], [schemas[args[k][0]] for k, _ in fits],
+                                                ts_sdk)
+        for (key, _), cost in zip(fits, ts, strict=True):
+            out[key]["typescript"] = cost
+    return out
 
 
 def measure_typescript(sides: list[ts_client.TsSide], measured: dict[str, dict[str, Any]], args: argparse.Namespace,

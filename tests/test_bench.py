@@ -155,8 +155,11 @@ def test_both_clients_run_the_same_schedule(both_clients_result: tuple[dict[str,
     assert sizes == sorted(sizes, reverse=True) and sizes[-1] > 0
     for key, c in cost.items():
         assert c["chunks"] >= 1 and min(c["reader_ms"], c["parse_ms"], c["result_ms"]) > 0, key
+        # ... and the TypeScript client's own work on the same reply.
+        assert c["typescript"]["valid"] is True and c["typescript"]["readBufferMs"] > 0, key
     # Both clients side by side in the terminal and in the Markdown; issue 15's targets listed.
     assert "both official clients side by side" in stdout and "the Python client's own work" in stdout
+    assert "the TypeScript client's own: ReadBuffer" in stdout
     from bench import clients_report, report
 
     markdown = report.markdown(result)
@@ -166,6 +169,33 @@ def test_both_clients_run_the_same_schedule(both_clients_result: tuple[dict[str,
     rows = {row["key"]: row for row in clients_report.rows(size)}
     assert rows["search_broad"]["clients"]["typescript"]["ours"] != "—"
 
+
+
+def test_client_cost_times_each_clients_own_work_on_captured_replies(ts_sdk: Path, tmp_path: Path) -> None:  # noqa: F811
+    """bench.client_cost: the replies and output schemas captured from a real server, then each
+    official client's own steps on them (the TypeScript client's through its SDK's own code)."""
+    sys.path.insert(0, str(REPO))
+    from bench import client_cost, servers
+    from bench.datagen import BROAD_TERM, make_graph
+    from bench.run import clean_env, run_import
+
+    jsonl, database = tmp_path / "graph.jsonl", tmp_path / "graph.db"
+    make_graph(300).write_jsonl(jsonl)
+    run_import(jsonl, database)
+    schemas: dict[str, Any] = {}
+    calls: list[tuple[str, dict[str, Any]]] = [("read_graph", {}), ("search_nodes", {"query": BROAD_TERM})]
+    lines = client_cost.capture_replies(servers.ours(database, "legacy"), clean_env(), calls, schemas=schemas)
+    assert schemas["read_graph"]["properties"]["entities"]["type"] == "array"
+    assert len(json.loads(lines[0])["result"]["structuredContent"]["entities"]) == 300
+    assert client_cost.python_output_check_ms(lines[0], schemas["read_graph"], repeat=1) > 0
+    costs = client_cost.typescript_client_cost(lines, [schemas[tool] for tool, _ in calls], ts_sdk, repeat=1)
+    assert len(costs) == 2
+    for cost in costs:
+        assert cost["valid"] is True
+        assert min(cost["readBufferMs"], cost["jsonParseMs"], cost["outputSchemaMs"]) >= 0
+    # A reply its schema refuses is an error, not a number.
+    with pytest.raises(client_cost.BenchError, match="does not match"):
+        client_cost.python_output_check_ms(lines[1], {"type": "object", "required": ["nothing"]}, repeat=1)
 
 BIG_REPLY_SERVER = r'''
 import json, sys

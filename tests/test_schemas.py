@@ -131,3 +131,22 @@ async def test_schemas_declare_the_reference_servers_dialect(client: Any, name: 
         assert ours["$schema"] == upstream["$schema"] == "http://json-schema.org/draft-07/schema#"
         jsonschema.Draft7Validator.check_schema(ours)
         assert jsonschema.validators.validator_for(ours) is jsonschema.Draft7Validator
+
+
+@pytest.mark.parametrize("name", ["read_graph", "search_nodes", "open_nodes"])
+async def test_reading_tools_leave_observation_items_unchecked_so_the_python_client_validates_fast(
+        client: Any, name: str) -> None:
+    """The official Python client checks every result with jsonschema in pure Python, one subschema
+    descent per array item: an ``items`` schema on observations was about half of that check for
+    read_graph (docs/benchmarks.md). Observations stay an array; everything else is checked."""
+    schema = (await advertised(client))[name].output_schema
+    for key in ("entities", "neighbors"):
+        entity = schema["properties"][key]["items"]
+        assert entity["properties"]["observations"] == {"type": "array", "description": "Observation texts (strings)"}
+        assert entity["properties"]["name"] == {"type": "string"}
+        assert set(entity["required"]) == {"name", "entityType"}
+    validator = jsonschema.Draft7Validator(schema)
+    assert validator.is_valid({"entities": [{"name": "a", "entityType": "t", "observations": ["x"]}],
+                               "relations": [], "neighbors": []})
+    assert not validator.is_valid({"entities": [{"name": "a", "entityType": "t", "observations": "x"}],
+                                   "relations": [], "neighbors": []})

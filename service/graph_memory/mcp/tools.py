@@ -80,8 +80,14 @@ RELATION_OUT = _object(
 # pure-Python validation of every read_graph, so the schema leaves it to the description.
 _TIME_OUT = {"type": ["string", "null"], "description": "ISO 8601 UTC; null when unknown"}
 _TIMES_OUT = {"createdAt": _TIME_OUT, "updatedAt": _TIME_OUT}
+# Observations of the reading tools' entities: an array, its items (always strings: stored TEXT)
+# left unchecked. The official Python client validates each result with jsonschema in pure
+# Python, one subschema descent per observation: "items" was about half of that check for
+# read_graph and broad searches (docs/benchmarks.md, "Where the client's own time goes"). The
+# TypeScript client's compiled check costs under 1 ms either way.
+OBSERVATIONS_READ_OUT = {"type": "array", "description": "Observation texts (strings)"}
 ENTITY_READ_OUT = _object(
-    {**ENTITY_OUT["properties"],
+    {**ENTITY_OUT["properties"], "observations": OBSERVATIONS_READ_OUT,
      "observationCount": {"type": "integer", "minimum": 0, "description": "view 'summary': instead of observations"},
      **_TIMES_OUT, "observationTimes": _array(_object(_TIMES_OUT, ["createdAt", "updatedAt"]))},
     ["name", "entityType"])
