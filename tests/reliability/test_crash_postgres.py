@@ -1,0 +1,181 @@
+"""Crash safety on PostgreSQL: replicas SIGKILLed at random moments while the others keep writing.
+
+Four ``graph-memory`` processes (stdio, ``MEMORY_DATABASE_URL``) share one database of the
+session's throwaway cluster, each driving its own :class:`~.conftest.Lane` (its own entities and
+relations, plus observations of its own on shared hub entities, alone or together with its own
+entities in one call). Each lane kills its own process over and over and restarts it
+(:func:`~.crashes.crash_lanes`). After every restart and at the end: every acknowledged write is
+present, every call in flight at a kill happened completely or not at all, nothing is stored twice
+(:meth:`Lane.settle`), search finds stored facts in ``substring`` and ``words`` mode, and the search
+documents, uniqueness keys and migration history agree with the rows
+(:func:`~.crashes.postgres_integrity_problems`).
+
+Also: replicas killed while starting together on an empty database (migrations, the first-start
+import of a legacy file) — the others start, the import happens once; and a streamable-HTTP
+replica killed mid-write while a stdio replica keeps writing.
+
+Default run: 12 kills of storming replicas plus the start and HTTP kills; slow run (``-m slow``):
+120+ kills.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+from .conftest import SLOW, Lane, RawServer
+from .crashes import Spawn, Target, crash_lanes
+from pgcluster import Cluster
+
+HUBS = ("hub:0", "hub:1", "hub:2")
+
+
+def _make_hubs(server: RawServer) -> None:
+    server.call_ok("create_entities", {"entities": [{"name": h, "entityType": "hub", "observations": []}
+                                                    for h in HUBS]})
+
+
+def _check_whole_graph(payload: dict[str, Any], lanes: list[Lane]) -> None:
+    """Every lane's view equals its model, and nothing else is stored: every entity is a hub or a
+    lane's, every hub observation a lane's."""
+    for lane in lanes:
+        lane.check(payload)
+    prefixes = tuple(lane.prefix for lane in lanes)
+    strays = [e["name"] for e in payload["entities"] if e["name"] not in HUBS and not e["name"].startswith(prefixes)]
+    assert strays == []
+    hub_observations = [o for e in payload["entities"] if e["name"] in HUBS for o in e["observations"]]
+    assert [o for o in hub_observations if not o.startswith(prefixes)] == []
+    assert len(hub_observations) == sum(len(lane.model.entities[h][1]) for lane in lanes for h in HUBS)
+
+
+def _storm(spawn: Spawn, target: Target, *, kills_per_lane: int, seed: int) -> dict[str, dict[str, Any]]:
+    """Four lanes, four replicas, ``kills_per_lane`` kills each; checks the whole graph at the end."""
+    first = target.start(spawn)
+    first.initialize()
+    _make_hubs(first)
+    lanes = [Lane(f"{letter}:", seed=seed + i, target_size=100, hubs=HUBS) for i, letter in enumerate("ABCD")]
+    started = time.monotonic()
+    results = crash_lanes(spawn, target, lanes, kills_per_lane=kills_per_lane, max_delay=0.5, window=6, seed=seed)
+    payload = first.read_graph()  # a replica that stayed up the whole time sees it all
+    _check_whole_graph(payload, lanes)
+    assert target.integrity_problems() == []
+    assert first.close() == 0
+    totals = {key: sum(r[key] for r in results.values()) for key in next(iter(results.values()))}
+    print(f"postgres crash storm: {totals} in {time.monotonic() - started:.1f}s")
+    assert totals["kills"] == 4 * kills_per_lane
+    return totals
+
+
+def test_replicas_killed_during_write_storms_lose_no_acknowledged_write(spawn: Spawn, postgres_url: str,
+                                                                       tmp_path: Path) -> None:
+    totals = _storm(spawn, Target(tmp_path / "memory.jsonl", postgres_url), kills_per_lane=3, seed=21)
+    assert totals["acked"] > 100, totals  # the storms really wrote between the kills
+
+
+@SLOW
+def test_replicas_killed_many_times_during_write_storms_lose_no_acknowledged_write(
+        spawn: Spawn, postgres_url: str, tmp_path: Path) -> None:
+    kills_per_lane = int(os.environ.get("GM_CRASH_KILLS_PER_LANE", "30"))
+    totals = _storm(spawn, Target(tmp_path / "memory.jsonl", postgres_url), kills_per_lane=kills_per_lane, seed=41)
+    assert totals["kills"] >= 120 or kills_per_lane < 30
+
+
+# -- kills while starting ----------------------------------------------------------------------------
+
+def _legacy_file(path: Path, entities: int) -> dict[str, list[str]]:
+    """A reference-format memory.jsonl of ``entities`` entities in a chain; returns ``{name: observations}``."""
+    graph = {f"legacy {i}": [f"fact {i}.{j} of the legacy memory" for j in range(3)] for i in range(entities)}
+    lines = [json.dumps({"type": "entity", "name": n, "entityType": "old", "observations": o})
+             for n, o in graph.items()]
+    lines += [json.dumps({"type": "relation", "from": f"legacy {i}", "to": f"legacy {i + 1}", "relationType": "next"})
+              for i in range(entities - 1)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return graph
+
+
+def _wait_for_a_connection(cluster: Cluster, database: str, timeout: float = 60.0) -> None:
+    """Until some graph-memory process has connected to ``database`` (its start has reached the
+    database: migrations and the first-start import come next)."""
+    import psycopg
+
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(host=str(cluster.base), port=cluster.port, user="postgres", dbname="postgres",
+                         autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND "
+                               "application_name = 'graph-memory'", (database,)).fetchone()
+            if row is not None and row[0] > 0:
+                return
+            time.sleep(0.005)
+    raise AssertionError(f"no graph-memory process connected to {database} within {timeout}s")
+
+
+def _kill_while_starting(spawn: Spawn, cluster: Cluster, tmp_path: Path, *, attempts: int, seed: int) -> int:
+    """Each attempt: a new empty database and a legacy file, four replicas started at once, two of
+    them SIGKILLed at random moments after the first reached the database (while migrating or
+    importing); the other two must start and see the whole legacy graph, imported once; replicas
+    started again in place of the killed ones too. Returns how many were killed."""
+    rng = random.Random(seed)
+    killed = 0
+    for attempt in range(attempts):
+        name = cluster.create_database()
+        try:
+            legacy = tmp_path / f"attempt-{attempt}" / "memory.jsonl"
+            legacy.parent.mkdir()
+            graph = _legacy_file(legacy, 1500)
+            target = Target(legacy, cluster.url(name))
+            replicas = [target.start(spawn) for _ in range(4)]
+            _wait_for_a_connection(cluster, name)
+            victims = rng.sample(replicas, 2)
+            for victim in victims:
+                time.sleep(rng.uniform(0.0, 0.4))
+                victim.kill()
+                killed += 1
+            survivors = [r for r in replicas if r not in victims] + [target.start(spawn) for _ in victims]
+            for server in survivors:
+                server.initialize(timeout=120)
+                payload = server.read_graph()
+                assert {e["name"]: e["observations"] for e in payload["entities"]} == graph
+                assert len(payload["relations"]) == len(graph) - 1
+            _check_search_of_legacy(survivors[0])
+            for server in survivors:
+                assert server.close() == 0, server.stderr_text()[-2000:]
+            assert _import_records(target) == ["first_start"]
+            assert target.integrity_problems() == []
+        finally:
+            cluster.drop_database(name)
+    return killed
+
+
+def _check_search_of_legacy(server: RawServer) -> None:
+    found = server.call_ok("search_nodes", {"query": "fact 1499.2 of the legacy"})
+    assert [e["name"] for e in found["entities"]] == ["legacy 1499"]
+    found = server.call_ok("search_nodes", {"query": "legacy 1499.2 fact", "mode": "words"})
+    assert [e["name"] for e in found["entities"]] == ["legacy 1499"]
+
+
+def _import_records(target: Target) -> list[str]:
+    import psycopg
+
+    assert target.url is not None
+    with psycopg.connect(target.url) as conn:
+        return [str(kind) for (kind,) in conn.execute("SELECT kind FROM legacy_imports ORDER BY id")]
+
+
+def test_replicas_killed_while_starting_together_leave_the_others_to_migrate_and_import_once(
+        spawn: Spawn, postgres_cluster: Cluster, tmp_path: Path) -> None:
+    started = time.monotonic()
+    killed = _kill_while_starting(spawn, postgres_cluster, tmp_path, attempts=2, seed=5)
+    print(f"postgres start kills: {killed} in {time.monotonic() - started:.1f}s")
+
+
+@SLOW
+def test_replicas_killed_while_starting_together_many_times(spawn: Spawn, postgres_cluster: Cluster,
+                                                            tmp_path: Path) -> None:
+    killed = _kill_while_starting(spawn, postgres_cluster, tmp_path, attempts=10, seed=6)
+    assert killed == 20
+
