@@ -164,6 +164,10 @@ class RawServer:
         with self._cond:
             return self.responses.pop(request_id)
 
+    def drain(self) -> None:
+        """After the process ended: wait until every answer it wrote has been read."""
+        self._reader.join(10)
+
     def initialize(self, timeout: float = 60.0) -> dict[str, Any]:
         """The handshake-era ``initialize`` exchange; returns the server's result."""
         rid = self.send("initialize", {"protocolVersion": HANDSHAKE_VERSION, "capabilities": {},
@@ -657,7 +661,7 @@ def drive_until_gone(server: RawServer, lane: Lane, *, window: int, max_ops: int
         if not done:
             if server.eof:
                 # Answers can still sit in the pipe buffer of a dead process: collect them all.
-                server._reader.join(10)
+                server.drain()
                 for rid in [i for i in in_flight if i in server.responses]:
                     lane.ack(in_flight.pop(rid), server.take(rid)["result"])
                 return list(in_flight.values())

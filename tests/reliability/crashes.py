@@ -11,17 +11,31 @@ FTS5's own check on SQLite, and :func:`postgres_integrity_problems` on PostgreSQ
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import signal
+import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .conftest import Lane, Op, RawServer, drive_until_gone, integrity_problems, server_env
+from .conftest import (
+    HANDSHAKE_VERSION,
+    Lane,
+    Op,
+    RawServer,
+    ServerGone,
+    drive_until_gone,
+    integrity_problems,
+    server_command,
+    server_env,
+)
 
 Spawn = Callable[..., RawServer]
 
@@ -45,6 +59,134 @@ class Target:
 
     def integrity_problems(self) -> list[str]:
         return integrity_problems(self.path) if self.url is None else postgres_integrity_problems(self.url)
+
+
+class HttpServer:
+    """``graph-memory serve --transport http`` as a child process on a free port, driven with
+    handshake-era JSON-RPC POSTs in one session, with :class:`RawServer`'s ``send``/``wait_any``/
+    ``take``/``drain`` so :func:`drive_until_gone` drives it too. Each call is its own POST on a
+    thread of a pool (``window`` at once); a POST that fails (the process died) leaves its call
+    unanswered: in flight, its fate for :meth:`Lane.settle` to find out."""
+
+    def __init__(self, env: dict[str, str], stderr_path: Path, *, window: int = 8) -> None:
+        import httpx2
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
+        self.stderr_path = stderr_path
+        with open(stderr_path, "ab") as stderr:
+            self.proc = subprocess.Popen([*server_command(), "serve", "--transport", "http", "--port", str(port)],
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                                         env=env, start_new_session=True)
+        self.url = f"http://127.0.0.1:{port}"
+        self._http = httpx2.Client(timeout=60, limits=httpx2.Limits(max_connections=window + 2))
+        self._transport_error = httpx2.TransportError
+        self._pool = ThreadPoolExecutor(window)
+        self._headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": HANDSHAKE_VERSION}
+        self._cond = threading.Condition()
+        self._next_id = 1
+        self._outstanding = 0
+        self.responses: dict[int, dict[str, Any]] = {}
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    @property
+    def eof(self) -> bool:
+        """The process is gone and every POST sent to it has ended."""
+        with self._cond:
+            return not self.alive() and self._outstanding == 0
+
+    def stderr_text(self) -> str:
+        return self.stderr_path.read_text("utf-8", "replace")
+
+    def _post(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        """POST one message; its JSON-RPC answer (from JSON or the SSE stream), None for a notification."""
+        reply = self._http.post(f"{self.url}/mcp", json=message, headers=self._headers)
+        reply.raise_for_status()
+        if "mcp-session-id" in reply.headers:
+            self._headers["Mcp-Session-Id"] = reply.headers["mcp-session-id"]
+        if "id" not in message:
+            return None
+        if reply.headers.get("content-type", "").startswith("text/event-stream"):
+            for line in reply.text.splitlines():
+                if line.startswith("data:"):
+                    answer = json.loads(line[5:])
+                    if answer.get("id") == message["id"]:
+                        return dict(answer)
+            raise AssertionError(f"no answer in the SSE stream: {reply.text[:500]}")
+        return dict(reply.json())
+
+    def initialize(self, timeout: float = 60.0) -> None:
+        """Wait for ``/readyz``, then open a handshake-era session."""
+        deadline = time.monotonic() + timeout
+        while True:
+            assert self.alive(), f"HTTP server exited early: {self.stderr_text()[-2000:]}"
+            with contextlib.suppress(self._transport_error):
+                if self._http.get(f"{self.url}/readyz", timeout=1).status_code == 200:
+                    break
+            assert time.monotonic() < deadline, f"HTTP server not ready: {self.stderr_text()[-2000:]}"
+            time.sleep(0.05)
+        self._post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": HANDSHAKE_VERSION, "capabilities": {},
+            "clientInfo": {"name": "reliability-tests", "version": "1"}}})
+        self._post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, method: str, params: dict[str, Any]) -> int:
+        """Start one request on the pool; returns its id. Raises ServerGone when the process is gone."""
+        if not self.alive():
+            raise ServerGone(f"HTTP server {self.pid} gone before {method}")
+        with self._cond:
+            request_id = self._next_id
+            self._next_id += 1
+            self._outstanding += 1
+        self._pool.submit(self._exchange, {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        return request_id
+
+    def _exchange(self, message: dict[str, Any]) -> None:
+        answer = None
+        try:
+            answer = self._post(message)
+        except self._transport_error:
+            pass  # the process died with the call: unanswered
+        finally:
+            with self._cond:
+                if answer is not None:
+                    self.responses[message["id"]] = answer
+                self._outstanding -= 1
+                self._cond.notify_all()
+
+    def wait_any(self, ids: set[int], timeout: float) -> list[int]:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                done = [i for i in ids if i in self.responses]
+                if done or (not self.alive() and self._outstanding == 0):
+                    return done
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return []
+                self._cond.wait(min(left, 0.05))  # the process may die without a POST ending
+
+    def take(self, request_id: int) -> dict[str, Any]:
+        with self._cond:
+            return self.responses.pop(request_id)
+
+    def drain(self) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: self._outstanding == 0, 10)
+
+    def kill(self) -> None:
+        """SIGKILL, then reap and close the client."""
+        sigkill(self)
+        self.proc.wait()
+        self._pool.shutdown(wait=True)
+        self._http.close()
 
 
 def postgres_integrity_problems(url: str) -> list[str]:
@@ -97,7 +239,7 @@ def postgres_integrity_problems(url: str) -> list[str]:
     return problems
 
 
-def sigkill(server: RawServer) -> None:
+def sigkill(server: RawServer | HttpServer) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(server.pid, signal.SIGKILL)
 
