@@ -244,6 +244,27 @@ def sigkill(server: RawServer | HttpServer) -> None:
         os.kill(server.pid, signal.SIGKILL)
 
 
+class Killer:
+    """SIGKILLs ``server`` once ``lane`` has acknowledged ``acks`` more calls, ``delay`` seconds
+    later (a random moment that still falls after some writes, however loaded the machine);
+    :meth:`cancel` when the storm ended otherwise."""
+
+    def __init__(self, server: RawServer | HttpServer, lane: Lane, *, acks: int, delay: float) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(server, lane, lane.acked + acks, delay), daemon=True)
+        self._thread.start()
+
+    def _run(self, server: RawServer | HttpServer, lane: Lane, target: int, delay: float) -> None:
+        while lane.acked < target and not self._stop.is_set():
+            time.sleep(0.002)
+        if not self._stop.wait(delay):
+            sigkill(server)
+
+    def cancel(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def check_search(server: RawServer, lane: Lane) -> None:
     """A stored fact of the lane is found by search_nodes in ``substring`` mode (the whole
     observation) and in ``words`` mode (its words, in reverse order)."""
@@ -266,9 +287,11 @@ def verify_restart(server: RawServer, lane: Lane, pending: list[Op], target: Tar
 
 
 def crash_loop(spawn: Spawn, target: Target, lane: Lane, *, kills: int, max_delay: float, window: int,
-               seed: int, startup_kill_rate: float = 0.1, stats: dict[str, Any] | None = None) -> dict[str, Any]:
+               seed: int, startup_kill_rate: float = 0.1, max_acks: int = 0,
+               stats: dict[str, Any] | None = None) -> dict[str, Any]:
     """Start, storm, SIGKILL at a random moment, restart and verify — ``kills`` times — then a
-    final verified restart and a clean shutdown."""
+    final verified restart and a clean shutdown. The kill comes up to ``max_delay`` seconds into
+    the storm, or with ``max_acks``, that long after 1 to ``max_acks`` acknowledged calls."""
     rng = random.Random(seed)
     stats = stats if stats is not None else {}
     stats.update(kills=0, startup_kills=0, acked=0, in_flight_at_kill=0, in_flight_applied=0)
@@ -285,12 +308,12 @@ def crash_loop(spawn: Spawn, target: Target, lane: Lane, *, kills: int, max_dela
         server.initialize()
         stats["in_flight_applied"] += verify_restart(server, lane, pending, target)
         before = lane.acked
-        timer = threading.Timer(rng.uniform(0.0, max_delay), sigkill, (server,))
-        timer.start()
+        killer = Killer(server, lane, acks=rng.randint(1, max_acks) if max_acks else 0,
+                        delay=rng.uniform(0.0, max_delay))
         try:
             pending = drive_until_gone(server, lane, window=window)
         finally:
-            timer.cancel()
+            killer.cancel()
             server.kill()
         stats["kills"] += 1
         stats["acked"] += lane.acked - before
@@ -303,7 +326,7 @@ def crash_loop(spawn: Spawn, target: Target, lane: Lane, *, kills: int, max_dela
 
 
 def crash_lanes(spawn: Spawn, target: Target, lanes: Sequence[Lane], *, kills_per_lane: int, max_delay: float,
-                window: int, seed: int, startup_kill_rate: float = 0.1) -> dict[str, dict[str, Any]]:
+                window: int, seed: int, startup_kill_rate: float = 0.1, max_acks: int = 0) -> dict[str, dict[str, Any]]:
     """:func:`crash_loop` for every lane at once, each lane with its own server process on
     ``target``: each kills and restarts its own server over and over while the others keep
     writing. Returns each lane's stats by prefix; re-raises the first lane's failure."""
@@ -313,7 +336,8 @@ def crash_lanes(spawn: Spawn, target: Target, lanes: Sequence[Lane], *, kills_pe
     def run(lane: Lane, lane_seed: int) -> None:
         try:
             crash_loop(spawn, target, lane, kills=kills_per_lane, max_delay=max_delay, window=window,
-                       seed=lane_seed, startup_kill_rate=startup_kill_rate, stats=results[lane.prefix])
+                       seed=lane_seed, startup_kill_rate=startup_kill_rate, max_acks=max_acks,
+                       stats=results[lane.prefix])
         except BaseException as exc:  # re-raised in the test thread
             errors.append(exc)
 
