@@ -1,5 +1,6 @@
 """``graph-memory view`` in a real browser: headless Chromium (Debian's ``chromium`` package)
-driven by Playwright, against a real ``graph-memory view`` process on a real database.
+driven by Playwright, against a real ``graph-memory view`` process on a real database: SQLite,
+and for the tests marked ``both_backends`` a PostgreSQL database of the session's cluster too.
 
 Chromium comes from the system (``/usr/bin/chromium``), never from ``playwright install`` (its
 downloads fail on closed networks). When it is missing and we are root on a machine with apt-get,
@@ -23,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from graph_memory.db import graph
-from graph_memory.db.store import Store
 from graph_memory.models import Entity, Relation
+from graph_memory.service import MemoryService
+from graph_memory.settings import Settings
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -88,28 +89,33 @@ def chromium(chromium_path: Path) -> Iterator[Browser]:
         browser.close()
 
 
-def seed(path: Path) -> None:
-    store = Store.open(path)
-    store.run_write(lambda c: graph.create_entities(c, [
+def seed(memory: MemoryService) -> None:
+    memory.create_entities([
         Entity("Alice", "person", ["likes green tea", "lives in Lyon"]),
         Entity("Bob", "person", ["plays the cello"]),
         Entity("Lyon", "city", ["in France"]),
         Entity("Cleo", "person", ["met Bob at the conservatory"]),
         Entity(HOSTILE_NAME, "<i>type</i>", HOSTILE_OBSERVATIONS),
         Entity(URL_NAME, "odd", ["a name full of URL syntax"]),
-    ]))
-    store.run_write(lambda c: graph.create_relations(c, [
+    ])
+    memory.create_relations([
         Relation("Alice", "Bob", "knows", 0.75), Relation("Alice", "Lyon", "lives_in"),
         Relation("Cleo", "Bob", "knows"), Relation(HOSTILE_NAME, "Alice", "<script>alert(4)</script>"),
-        Relation(URL_NAME, "Cleo", "knows")]))
-    store.close()
+        Relation(URL_NAME, "Cleo", "knows")])
 
 
 class ViewProcess:
-    """A running ``graph-memory view --no-browser`` and its URL."""
+    """A running ``graph-memory view --no-browser`` on the database of ``settings`` (a SQLite file,
+    or ``MEMORY_DATABASE_URL``) and its URL."""
 
-    def __init__(self, database: Path) -> None:
-        self.proc = subprocess.Popen([str(SCRIPT), "view", "--database", str(database), "--no-browser"],
+    def __init__(self, settings: Settings) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+        if settings.database_url is not None:
+            env["MEMORY_DATABASE_URL"] = settings.database_url.get_secret_value()
+            where = []
+        else:
+            where = ["--database", str(settings.file_path)]
+        self.proc = subprocess.Popen([str(SCRIPT), "view", *where, "--no-browser"], env=env,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
@@ -125,9 +131,11 @@ class ViewProcess:
 
 
 @pytest.fixture
-def view(db_path: Path) -> Iterator[ViewProcess]:
-    seed(db_path)
-    process = ViewProcess(db_path)
+def view(memory: MemoryService, database_settings: Settings) -> Iterator[ViewProcess]:
+    """The view on the seeded database of ``backend_kind`` (both backends where a test is marked
+    ``both_backends``)."""
+    seed(memory)
+    process = ViewProcess(database_settings)
     yield process
     process.stop()
 
@@ -170,6 +178,7 @@ def graph_nodes(page: Page) -> list[str]:
     return sorted(names)
 
 
+@pytest.mark.both_backends
 def test_search_lists_results_with_the_hit_highlighted(view: ViewProcess, page: Page) -> None:
     page.goto(view.url)
     page.wait_for_selector("#totals")
@@ -185,12 +194,14 @@ def test_search_lists_results_with_the_hit_highlighted(view: ViewProcess, page: 
     assert sorted(page.locator("#results li a").all_inner_texts()) == ["Bob", "Cleo"]
 
 
+@pytest.mark.both_backends
 def test_bad_fts_query_shows_the_reason(view: ViewProcess, page: Page) -> None:
     page.goto(view.url + "#/search?q=a%20AND%20(&mode=fts")
     page.wait_for_selector(".error")
     assert "fts" in page.inner_text(".error")
 
 
+@pytest.mark.both_backends
 def test_open_an_entity_and_follow_a_neighbour(view: ViewProcess, page: Page) -> None:
     page.goto(view.url + "#/search?q=alice")
     page.click("#results li a")
@@ -207,6 +218,7 @@ def test_open_an_entity_and_follow_a_neighbour(view: ViewProcess, page: Page) ->
     assert page.locator("table.relations-in a").all_inner_texts() == ["Alice", "Cleo"]
 
 
+@pytest.mark.both_backends
 def test_graph_canvas_draws_the_neighbourhood_and_a_click_navigates(view: ViewProcess, page: Page) -> None:
     page.goto(view.url + "#/entity?name=Bob")
     assert graph_nodes(page) == ["Alice", "Bob", "Cleo"]
@@ -225,6 +237,7 @@ def test_graph_canvas_draws_the_neighbourhood_and_a_click_navigates(view: ViewPr
     wait_until(page, entity_shown("Lyon"))
 
 
+@pytest.mark.both_backends
 def test_hostile_stored_strings_render_as_text_and_run_nothing(view: ViewProcess, page: Page) -> None:
     page.goto(view.url + "#/search?q=pwned")
     page.wait_for_selector("#results li")
@@ -245,6 +258,7 @@ def test_hostile_stored_strings_render_as_text_and_run_nothing(view: ViewProcess
 _RPC_LOCK = threading.Lock()
 
 
+@pytest.mark.both_backends
 def test_names_full_of_url_syntax_navigate_both_ways(view: ViewProcess, page: Page) -> None:
     page.goto(view.url)
     page.fill("#search-input", "50% ?x=/y")

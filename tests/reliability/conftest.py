@@ -9,7 +9,12 @@ The write storms (:class:`Lane`)
     A lane owns a name prefix and a :class:`GraphModel` of the entities and relations under it.
     It generates tool calls (create/delete entities, add/delete/update observations, create/delete
     relations) that each have at least one visible effect and never touch an entity another
-    in-flight call of the lane touches, so in-flight calls commute. When a call is acknowledged its
+    in-flight call of the lane touches, so in-flight calls commute. Lanes may also share *hub*
+    entities (made before the storm, never deleted): a lane adds, edits and removes observations
+    of its own (starting with its prefix) on them, alone or together with its own entities in one
+    call, so lanes on several processes write the same rows at once and each call's all-or-nothing
+    effect is still exact in the lane's view (its entities plus its observations on the hubs).
+    When a call is acknowledged its
     effect is applied to the model (and its result compared with the prediction). After a crash the
     calls that were in flight are each either applied completely or not at all: :meth:`Lane.settle`
     probes each one's marker in the real graph, applies the ones that happened, and then demands that
@@ -27,7 +32,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -158,6 +163,10 @@ class RawServer:
     def take(self, request_id: int) -> dict[str, Any]:
         with self._cond:
             return self.responses.pop(request_id)
+
+    def drain(self) -> None:
+        """After the process ended: wait until every answer it wrote has been read."""
+        self._reader.join(10)
 
     def initialize(self, timeout: float = 60.0) -> dict[str, Any]:
         """The handshake-era ``initialize`` exchange; returns the server's result."""
@@ -326,12 +335,15 @@ class Lane:
     """A storm generator + model for the names under ``prefix`` (see the module docstring)."""
 
     WEIGHTS: ClassVar[dict[str, int]] = {"create": 26, "add": 20, "relate": 14, "delobs": 10, "update": 10,
-                                         "delete": 12, "unrelate": 8}
+                                         "delete": 12, "unrelate": 8, "share": 10}
 
-    def __init__(self, prefix: str, seed: int, *, target_size: int = 150) -> None:
+    def __init__(self, prefix: str, seed: int, *, target_size: int = 150, hubs: Sequence[str] = ()) -> None:
         self.prefix = prefix
         self.rng = random.Random(seed)
         self.model = GraphModel()
+        self.hubs = tuple(hubs)  # shared entities of type "hub", made by the test before the storm
+        for hub in self.hubs:
+            self.model.entities[hub] = ("hub", [])
         self.busy: dict[str, int] = {}
         self.counter = 0
         self.target_size = target_size
@@ -339,12 +351,16 @@ class Lane:
 
     # generation ------------------------------------------------------------------------------
 
-    def _stable(self) -> list[str]:
-        return [n for n in self.model.entities if n not in self.busy]
+    def _stable(self, *, hubs: bool = False) -> list[str]:
+        """Entities no in-flight call touches; hubs only for the calls that may touch them
+        (observations), never for creating, relating or deleting."""
+        return [n for n in self.model.entities if n not in self.busy and (hubs or n not in self.hubs)]
 
     def next_op(self) -> Op:
         """A new call whose touched entities are not touched by any in-flight call of this lane."""
         weights = dict(self.WEIGHTS)
+        if not self.hubs:
+            del weights["share"]
         size = len(self.model.entities)
         if size > self.target_size:
             weights["delete"] += (size - self.target_size) // 2
@@ -383,12 +399,12 @@ class Lane:
         expected = [[n, t, o] for n, t, o in created]
         return Op("create", "create_entities", {"entities": items}, touches, expected, {"created": created})
 
-    def _gen_add(self) -> Op | None:
-        stable = self._stable()
+    def _gen_add(self, targets: list[str] | None = None) -> Op | None:
+        stable = self._stable(hubs=True)
         if not stable:
             return None
         k, rng = self._k(), self.rng
-        targets = rng.sample(stable, min(len(stable), rng.randint(1, 2)))
+        targets = targets or rng.sample(stable, min(len(stable), rng.randint(1, 2)))
         items, added = [], []
         for i, name in enumerate(targets):
             new = [f"{k} added {i}.{j}" for j in range(rng.randint(1, 3))]
@@ -400,6 +416,17 @@ class Lane:
             added.append((name, new))
         return Op("add", "add_observations", {"observations": items}, set(targets),
                   [[n, a] for n, a in added], {"added": added})
+
+    def _gen_share(self) -> Op | None:
+        """add_observations on one or two hubs, sometimes with one of the lane's own entities."""
+        free = [h for h in self.hubs if h not in self.busy]
+        if not free:
+            return None
+        targets = self.rng.sample(free, min(len(free), self.rng.randint(1, 2)))
+        own = self._stable()
+        if own and self.rng.random() < 0.5:
+            targets.insert(self.rng.randint(0, len(targets)), self.rng.choice(own))
+        return self._gen_add(targets)
 
     def _gen_relate(self) -> Op | None:
         stable = self._stable()
@@ -421,7 +448,7 @@ class Lane:
         return Op("relate", "create_relations", {"relations": rels}, touches, sorted(new), {"new": new})
 
     def _gen_delobs(self) -> Op | None:
-        stable = [n for n in self._stable() if self.model.entities[n][1]]
+        stable = [n for n in self._stable(hubs=True) if self.model.entities[n][1]]
         if not stable:
             return None
         k, rng = self._k(), self.rng
@@ -439,7 +466,7 @@ class Lane:
                   {"name": name, "gone": gone})
 
     def _gen_update(self) -> Op | None:
-        stable = [n for n in self._stable() if self.model.entities[n][1]]
+        stable = [n for n in self._stable(hubs=True) if self.model.entities[n][1]]
         if not stable:
             return None
         k, rng = self._k(), self.rng
@@ -559,11 +586,20 @@ class Lane:
             return d["gone"][0] not in relations
         raise AssertionError(op.kind)
 
+    def view(self, payload: dict[str, Any]) -> tuple[dict[str, tuple[str, list[str]]], list[tuple[str, str, str]]]:
+        """:func:`graph_state` of this lane in a read_graph payload: its entities and relations,
+        and the hubs with only the lane's own observations."""
+        entities, triples = graph_state(payload, self.prefix)
+        for e in payload["entities"]:
+            if e["name"] in self.hubs:
+                entities[e["name"]] = (e["entityType"], [o for o in e["observations"] if o.startswith(self.prefix)])
+        return entities, triples
+
     def settle(self, pending: list[Op], payload: dict[str, Any]) -> int:
         """After a crash: decide for each in-flight call whether it happened (all of it or none),
         apply those, and require the real graph under this prefix to equal the model exactly.
         Returns how many in-flight calls had been applied."""
-        entities, triples = graph_state(payload, self.prefix)
+        entities, triples = self.view(payload)
         happened = 0
         for op in pending:
             if self.applied(op, entities, set(triples)):
@@ -576,7 +612,7 @@ class Lane:
 
     def check(self, payload: dict[str, Any]) -> None:
         """The real graph under this prefix equals the model: nothing lost, nothing extra, nothing twice."""
-        entities, triples = graph_state(payload, self.prefix)
+        entities, triples = self.view(payload)
         want_entities, want_triples = self.model.state()
         if entities != want_entities:
             missing = sorted(set(want_entities) - set(entities))[:10]
@@ -625,7 +661,7 @@ def drive_until_gone(server: RawServer, lane: Lane, *, window: int, max_ops: int
         if not done:
             if server.eof:
                 # Answers can still sit in the pipe buffer of a dead process: collect them all.
-                server._reader.join(10)
+                server.drain()
                 for rid in [i for i in in_flight if i in server.responses]:
                     lane.ack(in_flight.pop(rid), server.take(rid)["result"])
                 return list(in_flight.values())

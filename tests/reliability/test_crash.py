@@ -13,77 +13,20 @@ happen both with and without a surviving process holding the WAL.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
-import signal
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from .conftest import SLOW, Lane, Op, RawServer, drive_until_gone, integrity_problems
-
-
-def _sigkill(server: RawServer) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(server.pid, signal.SIGKILL)
-
-
-def _verify_restart(server: RawServer, lane: Lane, pending: list[Op], db: Path) -> int:
-    """Checks after a restart; returns how many in-flight calls of the previous run had happened."""
-    happened = lane.settle(pending, server.read_graph())
-    problems = integrity_problems(db)
-    assert problems == [], f"integrity after restart: {problems}"
-    sample = lane.sample_observation()
-    if sample is not None:
-        name, observation = sample
-        found = server.call_ok("search_nodes", {"query": observation})
-        assert name in [e["name"] for e in found["entities"]], f"search lost {observation!r} of {name}"
-    return happened
-
-
-def crash_loop(spawn: Any, db: Path, lane: Lane, *, kills: int, max_delay: float, window: int,
-               seed: int, startup_kill_rate: float = 0.1, stats: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Start, storm, SIGKILL at a random moment, restart and verify — ``kills`` times — then a
-    final verified restart and a clean shutdown."""
-    rng = random.Random(seed)
-    stats = stats if stats is not None else {}
-    stats.update(kills=0, startup_kills=0, acked=0, in_flight_at_kill=0, in_flight_applied=0)
-    pending: list[Op] = []
-    for _ in range(kills):
-        server = spawn(db)
-        if rng.random() < startup_kill_rate:
-            # Kill during start: imports, opening the file, WAL recovery, migration check.
-            time.sleep(rng.uniform(0.0, 1.0))
-            server.kill()
-            stats["startup_kills"] += 1
-            stats["kills"] += 1
-            continue
-        server.initialize()
-        stats["in_flight_applied"] += _verify_restart(server, lane, pending, db)
-        before = lane.acked
-        timer = threading.Timer(rng.uniform(0.0, max_delay), _sigkill, (server,))
-        timer.start()
-        try:
-            pending = drive_until_gone(server, lane, window=window)
-        finally:
-            timer.cancel()
-            server.kill()
-        stats["kills"] += 1
-        stats["acked"] += lane.acked - before
-        stats["in_flight_at_kill"] += len(pending)
-    server = spawn(db)
-    server.initialize()
-    stats["in_flight_applied"] += _verify_restart(server, lane, pending, db)
-    assert server.close() == 0, server.stderr_text()[-2000:]
-    return stats
+from .conftest import SLOW, Lane, drive_until_gone, integrity_problems
+from .crashes import Target, crash_lanes, crash_loop, sigkill
 
 
 def test_sigkill_during_write_storms(spawn: Any, tmp_path: Path) -> None:
-    db = tmp_path / "memory.db"
     lane = Lane("A:", seed=7)
-    stats = crash_loop(spawn, db, lane, kills=10, max_delay=0.3, window=6, seed=11)
+    stats = crash_loop(spawn, Target(tmp_path / "memory.db"), lane, kills=10, max_delay=0.3, window=6, seed=11)
     print("crash stats", stats)
     assert stats["kills"] == 10
     assert stats["acked"] > 50, stats  # the storms really wrote between the kills
@@ -96,24 +39,7 @@ def test_sigkill_many_times_two_writers_one_database(spawn: Any, tmp_path: Path)
     db = tmp_path / "memory.db"
     kills_per_lane = int(os.environ.get("GM_CRASH_KILLS_PER_LANE", "100"))
     lanes = [Lane("A:", seed=1, target_size=120), Lane("B:", seed=2, target_size=120)]
-    results: dict[str, dict[str, Any]] = {lane.prefix: {} for lane in lanes}
-    errors: list[BaseException] = []
-
-    def run(lane: Lane, seed: int) -> None:
-        try:
-            crash_loop(spawn, db, lane, kills=kills_per_lane, max_delay=0.4, window=8, seed=seed,
-                       stats=results[lane.prefix])
-        except BaseException as exc:  # re-raised in the test thread
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(lane, 100 + i)) for i, lane in enumerate(lanes)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    print("crash stats", results)
-    if errors:
-        raise errors[0]
+    results = crash_lanes(spawn, Target(db), lanes, kills_per_lane=kills_per_lane, max_delay=0.4, window=8, seed=100)
     assert sum(r["kills"] for r in results.values()) >= 200 or kills_per_lane < 100
     assert integrity_problems(db) == []
 
@@ -170,7 +96,7 @@ def test_sigkill_then_second_process_recovers_without_restart(spawn: Any, tmp_pa
     survivor.initialize()
     victim.initialize()
     lane_v, lane_s = Lane("V:", seed=5), Lane("S:", seed=6)
-    timer = threading.Timer(0.3, _sigkill, (victim,))
+    timer = threading.Timer(0.3, sigkill, (victim,))
     timer.start()
     try:
         pending = drive_until_gone(victim, lane_v, window=8)
