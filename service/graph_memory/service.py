@@ -352,7 +352,11 @@ class MemoryService:
                 f"{len(result.relations)} relations, {len(result.neighbors)} neighbors), over the "
                 f"{bound:,}-byte bound on replies (MEMORY_MAX_REPLY_BYTES) that keeps them within what MCP "
                 f"clients accept; nothing was sent. ")
-        if tool == "open_nodes":
+        if tool == "open_nodes" and len(result.entities) <= 1:
+            # Fewer names cannot help: read_graph's pages carry every relation and neighbor too.
+            how = ("This entity alone, with the relations touching it and their neighbors, is over the bound: "
+                   "read the whole graph in pages with read_graph (limit, then cursor=nextCursor)")
+        elif tool == "open_nodes":
             how = f"Open fewer names per call (about {page})"
         else:
             how = (f"Read it in pages: call {tool} again with the same arguments and limit {page} (or less), "

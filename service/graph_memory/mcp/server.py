@@ -38,9 +38,9 @@ from mcp.shared.exceptions import MCPError
 
 from graph_memory import package_version
 from graph_memory.db.backend import Backend
-from graph_memory.errors import GraphError, InvalidInput
+from graph_memory.errors import GraphError, InvalidInput, ReplyTooLarge
 from graph_memory.logs import get_logger
-from graph_memory.mcp import memorymesh
+from graph_memory.mcp import bounds, memorymesh
 from graph_memory.mcp.jsontext import dumps_indent2
 from graph_memory.mcp.replies import prebuilt_results, reply_building, tool_result
 from graph_memory.mcp.request_params import explain_invalid_params
@@ -461,17 +461,24 @@ class _Handlers:
                 return _mesh_error(params.name, message, InvalidInput(message), params.arguments or {})
             return _error(message)
         started = time.perf_counter()
+        writes = not spec.annotations["readOnlyHint"]
+        bound = self.memory.limits.max_reply_bytes
         try:
+            if writes:   # a reply that could be too large is refused before anything is written
+                bounds.check_request(spec.name, params.arguments or {}, bound)
             with reply_building():
                 outcome: Outcome = spec.run(self.memory, params.arguments or {})
                 text = outcome.render()
         except Exception as exc:
             return _tool_error(spec, exc, started, self.profile, params.arguments)
-        writes = not spec.annotations["readOnlyHint"]
         (log.info if writes else log.debug)("tool_call", tool=spec.name, **_counts(outcome), ms=_ms(started))
         self.idle_catch_up.after_call(outcome.changed)
         if outcome.changed:
             await self.graph_changed()
+        try:   # every reply, whichever tool built it, within the one bound (graph_memory.mcp.bounds)
+            bounds.check_reply(spec.name, text, outcome.structured, bound, wrote=outcome.changed, profile=self.profile)
+        except ReplyTooLarge as exc:
+            return _tool_error(spec, exc, started, self.profile, params.arguments)
         return tool_result(text, outcome.structured)
 
     async def read_resource(self, ctx: RequestContext, params: types.ReadResourceRequestParams
@@ -481,6 +488,7 @@ class _Handlers:
         try:
             with reply_building():
                 text = dumps_indent2(self.memory.read_graph().to_dict())   # json.dumps(indent=2), faster
+                bounds.check_resource(GRAPH_URI, text, self.memory.limits.max_reply_bytes, self.profile)
         except Exception as exc:
             raise _resource_error(exc) from None
         return types.ReadResourceResult(contents=[types.TextResourceContents(
