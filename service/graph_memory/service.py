@@ -31,7 +31,6 @@ from graph_memory.db.backend import known_migrations as known_migrations  # for 
 from graph_memory.db.backend import open_backend as open_backend  # for the CLI's serve
 from graph_memory.db.backup import BackupResult, GraphCounts
 from graph_memory.db.records import ImportRecord
-from graph_memory.discover import log_hint_if_reference_files
 from graph_memory.errors import (
     Conflict,
     EntityNotFound,
@@ -842,5 +841,7 @@ def first_start(backend: Backend, settings: Settings, log: BoundLogger) -> Impor
         new_database = False
     report = first_start_import(backend, settings.legacy_candidates)  # a bad file stops the start here
     if new_database:  # only the start that created it: a database emptied on purpose stays quiet
+        from graph_memory.discover import log_hint_if_reference_files  # not on every start's path
+
         log_hint_if_reference_files(backend, log)
     return report

@@ -40,7 +40,7 @@ from graph_memory import package_version
 from graph_memory.db.backend import Backend
 from graph_memory.errors import GraphError, InvalidInput, ReplyTooLarge
 from graph_memory.logs import get_logger
-from graph_memory.mcp import bounds, memorymesh
+from graph_memory.mcp import bounds
 from graph_memory.mcp.jsontext import dumps_indent2
 from graph_memory.mcp.replies import prebuilt_results, reply_building, tool_result
 from graph_memory.mcp.request_params import explain_invalid_params
@@ -332,6 +332,8 @@ def _tool_error(spec: ToolSpec, exc: Exception, started: float, profile: Profile
 
 def _mesh_error(tool: str, message: str, exc: Exception, arguments: dict[str, Any]) -> types.CallToolResult:
     """The ``isError`` result of the memorymesh profile (:func:`graph_memory.mcp.memorymesh.error_result`)."""
+    from graph_memory.mcp import memorymesh  # only the memorymesh profile: not on the start path
+
     texts, structured = memorymesh.error_result(tool, message, exc, arguments)
     return types.CallToolResult(content=[types.TextContent(type="text", text=t) for t in texts],
                                 structured_content=structured, is_error=True)
@@ -410,7 +412,12 @@ def build_server(memory: MemoryService, *, extra_tools: tuple[ToolSpec, ...] = (
         ``graph-memory``) with ``handle.server.run(...)`` (stdio) or through
         :func:`graph_memory.mcp.http.serve_http` (HTTP).
     """
-    tools = memorymesh.profile_tools(extra_tools) if profile == "memorymesh" else (*TOOLS, *extra_tools)
+    if profile == "memorymesh":
+        from graph_memory.mcp import memorymesh  # imported only for its profile (cold start)
+
+        tools = memorymesh.profile_tools(extra_tools)
+    else:
+        tools = (*TOOLS, *extra_tools)
     specs = {spec.name: spec for spec in tools}
     handlers = _Handlers(memory, specs, profile)
     listen = ListenHandler(handlers.bus)

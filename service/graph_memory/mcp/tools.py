@@ -107,7 +107,8 @@ EDITING = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": Fal
 
 
 class _Args(BaseModel):
-    model_config = ConfigDict(strict=True, extra="ignore", frozen=True, populate_by_name=True)
+    # defer_build: a model's validator is built at its first use, not at import (cold start).
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True, populate_by_name=True, defer_build=True)
 
 
 class EntityArg(_Args):
