@@ -7,7 +7,9 @@ time and CPU time (user + system, of the child process) of:
 
 - ``python -c pass``: the interpreter's own start;
 - ``python -c "import mcp.server.lowlevel"``: the SDK's own import (``import mcp`` imports its
-  client, HTTP transports and types whatever submodule is asked for);
+  client, HTTP transports and types whatever submodule is asked for), and with it the other
+  libraries a start needs (pydantic-settings, structlog, apsw): times up to the end of the
+  import, without the interpreter's teardown;
 - ``python -m graph_memory``: spawn → the ``initialize`` reply on stdout (a bare JSON-RPC
   client; CPU time read from ``/proc`` at the reply);
 - the same through the official Python client (``bench.run.cold_start``: connected, then the
@@ -47,11 +49,14 @@ def _env(database: Path, source: str | None) -> dict[str, str]:
 
 
 def _python(code: str, env: dict[str, str]) -> tuple[float, float]:
-    """Wall and CPU seconds of ``python -c code``."""
-    start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", code], env=env)
-    _, _, usage = os.wait4(proc.pid, 0)
-    return time.perf_counter() - start, usage.ru_utime + usage.ru_stime
+    """Wall and CPU seconds of ``python -c code`` up to the end of ``code`` (not the interpreter's
+    teardown): ``code`` runs first, then the process reports its times."""
+    report = ("\nimport os, time\nt = os.times()\n"
+              "print(time.clock_gettime(time.CLOCK_BOOTTIME), t.user + t.system)")
+    start = time.clock_gettime(time.CLOCK_BOOTTIME)
+    done = subprocess.run([sys.executable, "-c", code + report], env=env, capture_output=True, check=True)
+    ended, cpu = map(float, done.stdout.split())
+    return ended - start, cpu
 
 
 def _server(env: dict[str, str]) -> tuple[float, float]:
@@ -75,7 +80,8 @@ def _server(env: dict[str, str]) -> tuple[float, float]:
 
 def measure(runs: int, source: str | None) -> dict[str, Any]:
     """Medians over ``runs`` alternating rounds (see the module docstring)."""
-    samples: dict[str, list[tuple[float, float]]] = {"python": [], "sdk_import": [], "initialize": []}
+    samples: dict[str, list[tuple[float, float]]] = {"python": [], "sdk_import": [], "sdk_and_settings": [],
+                                                     "initialize": []}
     client: list[float] = []
     with tempfile.TemporaryDirectory() as folder:
         database = Path(folder) / "memory.db"
@@ -86,6 +92,8 @@ def measure(runs: int, source: str | None) -> dict[str, Any]:
         for _ in range(runs):
             samples["python"].append(_python("pass", env))
             samples["sdk_import"].append(_python("import mcp.server.lowlevel", env))
+            samples["sdk_and_settings"].append(_python("import mcp.server.lowlevel, pydantic_settings, structlog, apsw",
+                                                       env))
             samples["initialize"].append(_server(env))
             with open(os.devnull, "w") as errlog:
                 client.append(asyncio.run(run.cold_start(spec, "nobody", errlog))["first_reply_s"])
