@@ -65,9 +65,22 @@ def _bound_text(bound: int) -> str:
             f"clients accept")
 
 
-def check_request(tool: str, arguments: object, bound: int) -> None:
+def _within(value: object, longest: int, batch: int) -> bool:
+    """Whether no string in ``value`` is longer than ``longest`` and no list longer than ``batch``."""
+    if isinstance(value, str):
+        return len(value) <= longest
+    if isinstance(value, dict):
+        return all(_within(item, longest, batch) for item in value.values())
+    if isinstance(value, list):
+        return len(value) <= batch and all(_within(item, longest, batch) for item in value)
+    return True
+
+
+def check_request(tool: str, arguments: object, bound: int, *, longest: int, batch: int) -> None:
     """Refuse a writing call whose reply could be over ``bound`` (0: none) before it writes:
-    the reply repeats what the call sends, once as text and once as structured content.
+    the reply repeats what the call sends, once as text and once as structured content. A call
+    with a string longer than ``longest`` or a list longer than ``batch`` (the input limits) is
+    left to the tool, whose refusal names the limit it breaks.
 
     Raises:
         ReplyTooLarge: the message gives the number of calls to split it into; nothing was written.
@@ -82,7 +95,7 @@ def check_request(tool: str, arguments: object, bound: int) -> None:
     if 6 * sent + _ENVELOPE <= bound:
         return
     reply = message_bytes(dumps_indent2(arguments), arguments if isinstance(arguments, dict) else None)
-    if reply <= bound:
+    if reply <= bound or not _within(arguments, longest, batch):
         return
     parts = -(-reply // int(bound * 0.8))
     raise ReplyTooLarge(

@@ -469,10 +469,13 @@ class _Handlers:
             return _error(message)
         started = time.perf_counter()
         writes = not spec.annotations["readOnlyHint"]
-        bound = self.memory.limits.max_reply_bytes
+        limits = self.memory.limits
+        bound = limits.max_reply_bytes
         try:
             if writes:   # a reply that could be too large is refused before anything is written
-                bounds.check_request(spec.name, params.arguments or {}, bound)
+                bounds.check_request(spec.name, params.arguments or {}, bound,
+                                     longest=max(limits.max_name_length, limits.max_observation_length),
+                                     batch=limits.max_batch)
             with reply_building():
                 outcome: Outcome = spec.run(self.memory, params.arguments or {})
                 text = outcome.render()
