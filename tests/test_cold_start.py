@@ -17,10 +17,10 @@ import pytest
 
 # Ours or optional, never needed to answer on stdio: the HTTP transport, the web view and its
 # browsing, the PostgreSQL backend, the other tool profile and typed tools (no schemas given),
-# CLI-only helpers (discovery of reference files, progress bars).
+# CLI-only helpers (discovery of reference files, progress bars), the fts-mode query parser.
 NEVER_AT_START = ("graph_memory.mcp.http", "graph_memory.view", "graph_memory.browse", "graph_memory.db.postgres",
                   "psycopg", "psycopg_pool", "graph_memory.mcp.memorymesh", "graph_memory.mcp.typed",
-                  "graph_memory.discover", "tqdm")
+                  "graph_memory.discover", "tqdm", "apsw.fts5query")
 # Not needed either, but the SDK's `import mcp` itself imports them (its client, HTTP transports,
 # pydantic's plugin loader): pinned only while the SDK does not.
 UNLESS_THE_SDK_DOES = ("uvicorn", "starlette", "sse_starlette", "httpx", "httpx2", "importlib.metadata")
