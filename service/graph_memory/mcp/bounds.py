@@ -12,9 +12,10 @@ says how to get all of it.
 - A writing call whose reply could go over (a reply repeats what the call creates or deletes, as
   text and as structured content: about twice what the call sends) is refused before it writes
   anything, with the number of calls to split it into (:func:`check_request`).
-- Every other reply is measured once built (:func:`check_reply`): MemoryMesh's reads, the typed
-  tools, a write whose reply grew from what the graph already held. A write refused here is
-  saved; its error says so.
+- Every other reply is measured once built (:func:`check_reply`; ``Outcome.sized`` marks the
+  reading tools' replies, already held to the bound): MemoryMesh's reads, the typed tools, a
+  write whose reply grew from what the graph already held. A write refused here is saved; its
+  error says so.
 - The ``memory://knowledge-graph`` resource (:func:`check_resource`).
 
 Sizes are the bytes of the JSON-RPC message as the stdio transport writes it (compact, ASCII,
@@ -39,6 +40,8 @@ _ENVELOPE = 200
 # A character takes at most this many bytes in an ASCII-escaped JSON string ("\uXXXX"): a text
 # shorter than bound / (2 * this) cannot reach the bound, so it is not measured.
 _MAX_BYTES_PER_CHAR = 6
+# What structured content may hold beyond the text's value (MemoryMesh's action text, a timestamp).
+_STRUCTURED_EXTRA = 8192
 
 
 def message_bytes(text: str, structured: dict[str, Any] | None = None) -> int:
@@ -52,9 +55,14 @@ def message_bytes(text: str, structured: dict[str, Any] | None = None) -> int:
 
 
 def _over(bound: int, text: str, structured: dict[str, Any] | None) -> int | None:
-    """The size of the reply when it is over ``bound`` (0: no bound), else None."""
-    copies = 1 if structured is None else 2   # structured content: about the text without its indentation
+    """The size of the reply when it is over ``bound`` (0: no bound), else None. Measures only
+    what can bring it over: nothing for a short text; the text alone while twice its size fits
+    with room to spare (the structured content is the text's value compact, plus a few keys)."""
+    copies = 1 if structured is None else 2
     if not bound or copies * _MAX_BYTES_PER_CHAR * len(text) + _ENVELOPE <= bound:
+        return None
+    text_bytes = _ENVELOPE + len(encode_basestring_ascii(text))
+    if copies * text_bytes + _STRUCTURED_EXTRA <= bound:
         return None
     size = message_bytes(text, structured)
     return size if size > bound else None

@@ -486,7 +486,9 @@ class _Handlers:
         if outcome.changed:
             await self.graph_changed()
         try:   # every reply, whichever tool built it, within the one bound (graph_memory.mcp.bounds)
-            bounds.check_reply(spec.name, text, outcome.structured, bound, wrote=outcome.changed, profile=self.profile)
+            if not outcome.sized:
+                bounds.check_reply(spec.name, text, outcome.structured, bound, wrote=outcome.changed,
+                                   profile=self.profile)
         except ReplyTooLarge as exc:
             return _tool_error(spec, exc, started, self.profile, params.arguments)
         return tool_result(text, outcome.structured)
