@@ -475,21 +475,20 @@ async def test_reply_size_estimate_is_within_a_tenth_of_the_message(memory: Any,
 
 
 @pytest.fixture
-async def small_client(store: Any) -> Any:
-    """A client of a server whose replies are bounded at 3,000 bytes."""
+async def small_client(graph_backend: Any) -> Any:
+    """A client of a server whose replies are bounded at 3,000 bytes (on the test's backend)."""
     from mcp import Client
 
-    from graph_memory.db.backend import SqliteBackend
     from graph_memory.mcp.server import build_server
     from graph_memory.service import Limits, MemoryService
 
-    service = MemoryService(SqliteBackend(store), Limits(max_reply_bytes=3_000))
+    service = MemoryService(graph_backend, Limits(max_reply_bytes=3_000))
     async with Client(build_server(service).server) as c:
         yield c
 
 
-async def test_a_reply_over_the_bound_is_refused_saying_how_to_get_all_of_it(small_client: Any) -> None:
-    await build_web(small_client)
+async def test_a_reply_over_the_bound_is_refused_saying_how_to_get_all_of_it(client: Any, small_client: Any) -> None:
+    await build_web(client)   # unbounded: the bound would refuse these writes too (tests/test_reply_bound.py)
     message = await call_error(small_client, "read_graph", {})
     assert "MEMORY_MAX_REPLY_BYTES" in message and "nothing was sent" in message
     assert "limit" in message and "nextCursor" in message and "view 'summary'" in message

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from graph_memory.db.backup import GraphCounts
     from graph_memory.importer import ImportRecord, ImportReport
     from graph_memory.mcp.server import ServerHandle
+    from graph_memory.mcp.tools import ToolSpec
     from graph_memory.settings import Settings
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PENDING = 0, 1, 2, 3
@@ -152,12 +153,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return_large_buffers_to_the_os()
     settings = _settings(args)
     from graph_memory.logs import get_logger
-    from graph_memory.mcp.typed import declared_inverses, load_typed_tools
     from graph_memory.service import first_start, open_backend
 
     log = get_logger("graph_memory.cli")
-    typed_tools = load_typed_tools(settings.schemas_dir)   # an invalid schema stops here, before the database
-    inverses = declared_inverses(settings.schemas_dir, settings.inverse_relations)
+    typed_tools: tuple[ToolSpec, ...] = ()
+    inverses: dict[str, str] = {}
+    if settings.schemas_dir is not None or settings.inverse_relations:   # else not imported (cold start)
+        from graph_memory.mcp.typed import declared_inverses, load_typed_tools
+
+        typed_tools = load_typed_tools(settings.schemas_dir)   # an invalid schema stops here, before the database
+        inverses = declared_inverses(settings.schemas_dir, settings.inverse_relations)
     # Logged before anything can fail, so that every server_stopped follows its server_starting.
     log.info("server_starting", transport=settings.transport, backend=_backend_kind(settings),
              database=str(settings.database_label))

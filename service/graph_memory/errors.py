@@ -11,7 +11,7 @@ bug and is logged with its traceback, never shown to the caller.
     ├── InvalidInput                arguments that break the contract (types, sizes, empty names)
     │   ├── InvalidQuery            a search query that cannot be run (too long, bad FTS syntax)
     │   └── InvalidCursor           a paging cursor that is malformed, stale, foreign or altered
-    ├── ReplyTooLarge               a read whose reply is over MEMORY_MAX_REPLY_BYTES (page it)
+    ├── ReplyTooLarge               a reply over MEMORY_MAX_REPLY_BYTES (page it, ask for less, split the call)
     ├── EntityNotFound              "Entity with name {name} not found" (upstream's wording)
     ├── RelationNotFound            a relation an edit names does not exist (update_relations)
     ├── Conflict                    a write that would break a uniqueness rule
@@ -46,8 +46,9 @@ class InvalidCursor(InvalidInput):
 
 
 class ReplyTooLarge(GraphError):
-    """A read whose reply would be larger than ``MEMORY_MAX_REPLY_BYTES``; the message says how to
-    get all of it (pages, the summary view)."""
+    """A reply (of a tool or the knowledge-graph resource) that would be larger than
+    ``MEMORY_MAX_REPLY_BYTES``; the message says how to get all of it (pages, the summary view,
+    fewer names, a split call) and, for a write, whether it was saved."""
 
 
 class EntityNotFound(GraphError):

@@ -33,7 +33,6 @@ from graph_memory.db.backend import known_migrations as known_migrations  # for 
 from graph_memory.db.backend import open_backend as open_backend  # for the CLI's serve
 from graph_memory.db.backup import BackupResult, GraphCounts
 from graph_memory.db.records import ImportRecord
-from graph_memory.discover import log_hint_if_reference_files
 from graph_memory.errors import (
     Conflict,
     EntityNotFound,
@@ -356,7 +355,11 @@ class MemoryService:
                 f"{len(result.relations)} relations, {len(result.neighbors)} neighbors), over the "
                 f"{bound:,}-byte bound on replies (MEMORY_MAX_REPLY_BYTES) that keeps them within what MCP "
                 f"clients accept; nothing was sent. ")
-        if tool == "open_nodes":
+        if tool == "open_nodes" and len(result.entities) <= 1:
+            # Fewer names cannot help: read_graph's pages carry every relation and neighbor too.
+            how = ("This entity alone, with the relations touching it and their neighbors, is over the bound: "
+                   "read the whole graph in pages with read_graph (limit, then cursor=nextCursor)")
+        elif tool == "open_nodes":
             how = f"Open fewer names per call (about {page})"
         else:
             how = (f"Read it in pages: call {tool} again with the same arguments and limit {page} (or less), "
@@ -842,6 +845,8 @@ def first_start(backend: Backend, settings: Settings, log: BoundLogger) -> Impor
         new_database = False
     report = first_start_import(backend, settings.legacy_candidates)  # a bad file stops the start here
     if new_database:  # only the start that created it: a database emptied on purpose stays quiet
+        from graph_memory.discover import log_hint_if_reference_files  # not on every start's path
+
         log_hint_if_reference_files(backend, log)
     return report
 

@@ -124,8 +124,9 @@ class Settings(BaseSettings):
     max_observation_length: int = Field(65536, ge=1, description="Longest observation (characters).")
     max_batch: int = Field(10_000, ge=1, description="Most items in one tool call's batch.")
     max_reply_bytes: int = Field(
-        10_000_000, ge=0, description="Largest reply of read_graph/search_nodes/open_nodes (estimated JSON-RPC "
-                                      "message bytes); larger ones are refused with how to page. 0: no bound.")
+        10_000_000, ge=0, description="Largest reply of any tool or the knowledge-graph resource (JSON-RPC "
+                                      "message bytes); larger ones are refused saying how to get all of it "
+                                      "(pages, summary, a split call). 0: no bound.")
     database_url: SecretStr | None = Field(
         None, description="postgresql://user@host:port/dbname selects the PostgreSQL backend (the password from "
         "the URL, MEMORY_DATABASE_PASSWORD_FILE or libpq's PGPASSWORD/.pgpass); unset: SQLite at MEMORY_FILE_PATH.",

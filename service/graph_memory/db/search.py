@@ -35,10 +35,12 @@ without them plus a temporary index of just those documents
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import apsw
-import apsw.fts5query as fq
+
+if TYPE_CHECKING:   # imported where an fts query is parsed: not on the start path (cold start)
+    import apsw.fts5query as fq
 
 from graph_memory.db import index
 from graph_memory.db.graph import bind_members, fill_observations, load_entities, unique, with_neighborhood
@@ -343,6 +345,8 @@ def compile_fts(query: str) -> str:
         InvalidQuery: empty, unparsable, a column filter on an unknown column, a term shorter than
             3 characters, or a NUL character.
     """
+    import apsw.fts5query as fq
+
     return fq.to_query_string(parse_fts(query))
 
 
@@ -353,6 +357,8 @@ def parse_fts(query: str) -> fq.QUERY:
     Raises:
         InvalidQuery: as :func:`compile_fts`.
     """
+    import apsw.fts5query as fq
+
     if not query.strip():
         raise InvalidQuery("the fts query is empty; give at least one term of 3+ characters "
                            "(or use mode 'substring' with an empty query to list every entity)")
@@ -419,6 +425,8 @@ def _fts_column(column: str) -> str:
 
 
 def _fts_term(phrase: str | fq.QueryTokens) -> str:
+    import apsw.fts5query as fq
+
     text = phrase.encode() if isinstance(phrase, fq.QueryTokens) else phrase
     term = text.lower()
     if not _storable(term):

@@ -38,9 +38,9 @@ from mcp.shared.exceptions import MCPError
 
 from graph_memory import package_version
 from graph_memory.db.backend import Backend
-from graph_memory.errors import GraphError, InvalidInput
+from graph_memory.errors import GraphError, InvalidInput, ReplyTooLarge
 from graph_memory.logs import get_logger
-from graph_memory.mcp import memorymesh
+from graph_memory.mcp import bounds
 from graph_memory.mcp.jsontext import dumps_indent2
 from graph_memory.mcp.replies import prebuilt_results, reply_building, tool_result
 from graph_memory.mcp.request_params import explain_invalid_params
@@ -332,6 +332,8 @@ def _tool_error(spec: ToolSpec, exc: Exception, started: float, profile: Profile
 
 def _mesh_error(tool: str, message: str, exc: Exception, arguments: dict[str, Any]) -> types.CallToolResult:
     """The ``isError`` result of the memorymesh profile (:func:`graph_memory.mcp.memorymesh.error_result`)."""
+    from graph_memory.mcp import memorymesh  # only the memorymesh profile: not on the start path
+
     texts, structured = memorymesh.error_result(tool, message, exc, arguments)
     return types.CallToolResult(content=[types.TextContent(type="text", text=t) for t in texts],
                                 structured_content=structured, is_error=True)
@@ -410,7 +412,12 @@ def build_server(memory: MemoryService, *, extra_tools: tuple[ToolSpec, ...] = (
         ``graph-memory``) with ``handle.server.run(...)`` (stdio) or through
         :func:`graph_memory.mcp.http.serve_http` (HTTP).
     """
-    tools = memorymesh.profile_tools(extra_tools) if profile == "memorymesh" else (*TOOLS, *extra_tools)
+    if profile == "memorymesh":
+        from graph_memory.mcp import memorymesh  # imported only for its profile (cold start)
+
+        tools = memorymesh.profile_tools(extra_tools)
+    else:
+        tools = (*TOOLS, *extra_tools)
     specs = {spec.name: spec for spec in tools}
     handlers = _Handlers(memory, specs, profile)
     listen = ListenHandler(handlers.bus)
@@ -461,17 +468,29 @@ class _Handlers:
                 return _mesh_error(params.name, message, InvalidInput(message), params.arguments or {})
             return _error(message)
         started = time.perf_counter()
+        writes = not spec.annotations["readOnlyHint"]
+        limits = self.memory.limits
+        bound = limits.max_reply_bytes
         try:
+            if writes:   # a reply that could be too large is refused before anything is written
+                bounds.check_request(spec.name, params.arguments or {}, bound,
+                                     longest=max(limits.max_name_length, limits.max_observation_length),
+                                     batch=limits.max_batch)
             with reply_building():
                 outcome: Outcome = spec.run(self.memory, params.arguments or {})
                 text = outcome.render()
         except Exception as exc:
             return _tool_error(spec, exc, started, self.profile, params.arguments)
-        writes = not spec.annotations["readOnlyHint"]
         (log.info if writes else log.debug)("tool_call", tool=spec.name, **_counts(outcome), ms=_ms(started))
         self.idle_catch_up.after_call(outcome.changed)
         if outcome.changed:
             await self.graph_changed()
+        try:   # every reply, whichever tool built it, within the one bound (graph_memory.mcp.bounds)
+            if not outcome.sized:
+                bounds.check_reply(spec.name, text, outcome.structured, bound, wrote=outcome.changed,
+                                   profile=self.profile)
+        except ReplyTooLarge as exc:
+            return _tool_error(spec, exc, started, self.profile, params.arguments)
         return tool_result(text, outcome.structured)
 
     async def read_resource(self, ctx: RequestContext, params: types.ReadResourceRequestParams
@@ -481,6 +500,7 @@ class _Handlers:
         try:
             with reply_building():
                 text = dumps_indent2(self.memory.read_graph().to_dict())   # json.dumps(indent=2), faster
+                bounds.check_resource(GRAPH_URI, text, self.memory.limits.max_reply_bytes, self.profile)
         except Exception as exc:
             raise _resource_error(exc) from None
         return types.ReadResourceResult(contents=[types.TextResourceContents(

@@ -113,7 +113,8 @@ EDITING = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": Fal
 
 
 class _Args(BaseModel):
-    model_config = ConfigDict(strict=True, extra="ignore", frozen=True, populate_by_name=True)
+    # defer_build: a model's validator is built at its first use, not at import (cold start).
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True, populate_by_name=True, defer_build=True)
 
 
 class EntityArg(_Args):
@@ -279,12 +280,14 @@ class Outcome:
     """A tool's result: ``structured`` (the structuredContent object), ``text`` (the payload of
     the one text item), ``changed`` (whether the graph changed: subscribers are notified),
     ``counts`` (what changed, e.g. ``{"entities_created": 2, "observations_added": 5}``, for the
-    server's log line; empty: the sizes of the lists in ``structured``)."""
+    server's log line; empty: the sizes of the lists in ``structured``); ``sized``: the reply was
+    already held to the reply bound before it was built (:mod:`graph_memory.mcp.bounds`)."""
 
     structured: dict[str, Any]
     text: Any
     changed: bool = False
     counts: dict[str, int] = field(default_factory=dict)
+    sized: bool = False   # already held to MEMORY_MAX_REPLY_BYTES (MemoryService.check_reply): not measured again
 
     def render(self) -> str:
         """The text content: ``json.dumps(text, indent=2, ensure_ascii=False)`` (same string, faster)."""
@@ -425,7 +428,7 @@ def _graph_outcome(app: MemoryService, tool: str, result: GraphSlice, args: Shap
     view, timestamps = args.view or "full", bool(args.timestamps)
     app.check_reply(tool, result, view, timestamps)
     payload = result.shaped(view, timestamps)
-    return Outcome(payload, payload)
+    return Outcome(payload, payload, sized=True)
 
 
 def _read_graph(app: MemoryService, arguments: Arguments) -> Outcome:

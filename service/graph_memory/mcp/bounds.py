@@ -1,0 +1,158 @@
+"""The one bound on what a reply may weigh (``MEMORY_MAX_REPLY_BYTES``), for every tool and the
+resource, in both profiles.
+
+MCP clients do not read arbitrarily large messages: the official TypeScript client drops any
+stdio message over 10 MiB and the connection with it, and the model never learns why. So no
+reply goes out over the bound, and none is cut short either: it is refused with an error that
+says how to get all of it.
+
+- The reading tools of the reference profile refuse first, from an estimate, before they build
+  their payload, with advice that fits (pages, the summary view, fewer names:
+  :meth:`graph_memory.service.MemoryService.check_reply`).
+- A writing call whose reply could go over (a reply repeats what the call creates or deletes, as
+  text and as structured content: about twice what the call sends) is refused before it writes
+  anything, with the number of calls to split it into (:func:`check_request`).
+- Every other reply is measured once built (:func:`check_reply`; ``Outcome.sized`` marks the
+  reading tools' replies, already held to the bound): MemoryMesh's reads, the typed tools, a
+  write whose reply grew from what the graph already held. A write refused here is saved; its
+  error says so.
+- The ``memory://knowledge-graph`` resource (:func:`check_resource`).
+
+Sizes are the bytes of the JSON-RPC message as the stdio transport writes it (compact, ASCII,
+non-ASCII escaped), measured exactly, but only for texts long enough to come near the bound.
+"""
+
+from __future__ import annotations
+
+import json
+from json.encoder import encode_basestring_ascii  # C implementation on CPython
+from typing import Any
+
+import orjson
+
+from graph_memory.errors import ReplyTooLarge
+from graph_memory.mcp.jsontext import dumps_indent2
+
+__all__ = ["check_reply", "check_request", "check_resource", "message_bytes"]
+
+# The JSON-RPC envelope and the result's own keys around the payload (ids, content type, isError…).
+_ENVELOPE = 200
+# A character takes at most this many bytes in an ASCII-escaped JSON string ("\uXXXX"): a text
+# shorter than bound / (2 * this) cannot reach the bound, so it is not measured.
+_MAX_BYTES_PER_CHAR = 6
+# What structured content may hold beyond the text's value (MemoryMesh's action text, a timestamp).
+_STRUCTURED_EXTRA = 8192
+
+
+def message_bytes(text: str, structured: dict[str, Any] | None = None) -> int:
+    """The bytes a reply holding the text content ``text`` (and ``structured`` content) takes
+    on the wire: both JSON-encoded as the transport writes them, plus the envelope."""
+    size = _ENVELOPE + len(encode_basestring_ascii(text))
+    if structured is not None:
+        size += len(json.dumps(structured, ensure_ascii=True, separators=(",", ":"), check_circular=False,
+                               default=str))
+    return size
+
+
+def _over(bound: int, text: str, structured: dict[str, Any] | None) -> int | None:
+    """The size of the reply when it is over ``bound`` (0: no bound), else None. Measures only
+    what can bring it over: nothing for a short text; the text alone while twice its size fits
+    with room to spare (the structured content is the text's value compact, plus a few keys)."""
+    copies = 1 if structured is None else 2
+    if not bound or copies * _MAX_BYTES_PER_CHAR * len(text) + _ENVELOPE <= bound:
+        return None
+    text_bytes = _ENVELOPE + len(encode_basestring_ascii(text))
+    if copies * text_bytes + _STRUCTURED_EXTRA <= bound:
+        return None
+    size = message_bytes(text, structured)
+    return size if size > bound else None
+
+
+def _bound_text(bound: int) -> str:
+    return (f"the {bound:,}-byte bound on replies (MEMORY_MAX_REPLY_BYTES) that keeps them within what MCP "
+            f"clients accept")
+
+
+def _within(value: object, longest: int, batch: int) -> bool:
+    """Whether no string in ``value`` is longer than ``longest`` and no list longer than ``batch``."""
+    if isinstance(value, str):
+        return len(value) <= longest
+    if isinstance(value, dict):
+        return all(_within(item, longest, batch) for item in value.values())
+    if isinstance(value, list):
+        return len(value) <= batch and all(_within(item, longest, batch) for item in value)
+    return True
+
+
+def check_request(tool: str, arguments: object, bound: int, *, longest: int, batch: int) -> None:
+    """Refuse a writing call whose reply could be over ``bound`` (0: none) before it writes:
+    the reply repeats what the call sends, once as text and once as structured content. A call
+    with a string longer than ``longest`` or a list longer than ``batch`` (the input limits) is
+    left to the tool, whose refusal names the limit it breaks.
+
+    Raises:
+        ReplyTooLarge: the message gives the number of calls to split it into; nothing was written.
+    """
+    if not bound:
+        return
+    try:
+        sent = len(orjson.dumps(arguments, default=str))
+    except TypeError:   # what orjson refuses (lone surrogates, huge integers): the standard library
+        sent = len(json.dumps(arguments, ensure_ascii=False, separators=(",", ":"), default=str))
+    # Indentation adds at most about 5 bytes per byte sent (one-character strings, nested deep).
+    if 6 * sent + _ENVELOPE <= bound:
+        return
+    reply = message_bytes(dumps_indent2(arguments), arguments if isinstance(arguments, dict) else None)
+    if reply <= bound or not _within(arguments, longest, batch):
+        return
+    parts = -(-reply // int(bound * 0.8))
+    raise ReplyTooLarge(
+        f"{tool}: this call sends about {sent:,} bytes, and its reply, which repeats what it writes (as "
+        f"indented text and as structured content), could be about {reply:,} bytes, over {_bound_text(bound)}; "
+        f"nothing was written. Split it into {parts} or more calls with a part of the items each.")
+
+
+def check_reply(tool: str, text: str, structured: dict[str, Any], bound: int, *, wrote: bool,
+                profile: str = "reference") -> None:
+    """Refuse a built reply over ``bound`` (0: none): ``text`` and ``structured`` are its text
+    and structured content; ``wrote`` says whether the call changed the graph (then its changes
+    are kept, and the error says so: the call must not be repeated).
+
+    Raises:
+        ReplyTooLarge: over the bound; the message says what to do instead.
+    """
+    size = _over(bound, text, structured)
+    if size is None:
+        return
+    what = f"{tool}: this reply would be about {size:,} bytes, over {_bound_text(bound)}; it was not sent. "
+    if wrote:
+        how = ("The call itself succeeded and its changes are saved: do not repeat it. Look at the entities it "
+               "changed with open_nodes (a few names per call)")
+    elif profile == "memorymesh":
+        how = ("Ask for less per call: search_nodes with a narrower query, open_nodes with fewer names (MemoryMesh's "
+               "read_graph has no pages; the reference profile, MEMORY_TOOLS=reference, reads a graph of any size "
+               "page by page)")
+    else:
+        how = ("Ask for less per call: fewer names, a narrower query, pages (limit, then cursor=nextCursor) or "
+               "view 'summary' where the tool has them")
+    raise ReplyTooLarge(what + how + ".")
+
+
+def check_resource(uri: str, text: str, bound: int, profile: str = "reference") -> None:
+    """Refuse a ``resources/read`` reply whose content ``text`` is over ``bound`` (0: none).
+
+    Raises:
+        ReplyTooLarge: the message says how to read the whole graph with read_graph's pages.
+    """
+    size = _over(bound, text, None)
+    if size is None:
+        return
+    what = f"{uri}: the whole knowledge graph is about {size:,} bytes, over {_bound_text(bound)}; it was not sent. "
+    if profile == "memorymesh":
+        how = ("Read it in parts with the search_nodes and open_nodes tools (MemoryMesh's read_graph has no pages; "
+               "the reference profile, MEMORY_TOOLS=reference, reads a graph of any size page by page)")
+    else:
+        how = ("Read all of it with the read_graph tool in pages (limit, e.g. 1000, then cursor set to each "
+               "reply's nextCursor until a reply has none), or get an overview with read_graph view 'summary' "
+               "(names, types and observation counts)")
+    raise ReplyTooLarge(what + how + ".")

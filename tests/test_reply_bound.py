@@ -1,0 +1,140 @@
+"""The one bound on reply size (MEMORY_MAX_REPLY_BYTES) beyond the reading tools' own check
+(tests/test_reading.py): the knowledge-graph resource, writing tools, MemoryMesh's reads and
+writes whose reply grew from what the graph held, on both backends and both protocol generations."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+from tests.helpers import call, call_error
+
+from graph_memory.db.backend import Backend
+from graph_memory.mcp.bounds import message_bytes
+from graph_memory.mcp.server import GRAPH_URI, build_server
+from graph_memory.models import Entity
+from graph_memory.service import Limits, MemoryService
+
+pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
+
+BOUND = 4_000
+
+
+def _fill(memory: MemoryService, count: int = 30) -> None:
+    memory.create_entities([Entity(f"E{i:02d}", "thing", [f"fact {i} " + "x" * 40]) for i in range(count)])
+
+
+@pytest.fixture
+def bounded(graph_backend: Backend) -> MemoryService:
+    return MemoryService(graph_backend, Limits(max_reply_bytes=BOUND))
+
+
+@pytest.fixture(params=["auto", "legacy"])
+async def bounded_client(request: pytest.FixtureRequest, bounded: MemoryService) -> AsyncIterator[Any]:
+    """A client of each protocol generation (2026-07-28 and the handshake era) of a server whose
+    replies are bounded at BOUND bytes."""
+    async with Client(build_server(bounded).server, mode=request.param) as c:
+        yield c
+
+
+async def test_a_small_graph_resource_is_the_whole_graph_as_before(memory: MemoryService, client: Any) -> None:
+    _fill(memory, 3)
+    read = await client.read_resource(GRAPH_URI)
+    assert read.contents[0].text == json.dumps(memory.read_graph().to_dict(), indent=2, ensure_ascii=False)
+
+
+async def test_a_resource_over_the_bound_is_refused_saying_how_to_read_all_of_it(
+        bounded: MemoryService, bounded_client: Any) -> None:
+    _fill(bounded)
+    with pytest.raises(MCPError) as refused:
+        await bounded_client.read_resource(GRAPH_URI)
+    message = refused.value.error.message
+    assert "MEMORY_MAX_REPLY_BYTES" in message and "not sent" in message
+    assert "read_graph" in message and "limit" in message and "nextCursor" in message and "'summary'" in message
+    # What the message says works: read_graph page by page gets every entity within the bound.
+    seen: list[str] = []
+    arguments: dict[str, Any] = {"limit": 10}
+    while True:
+        page = await call(bounded_client, "read_graph", arguments)
+        seen += [e["name"] for e in page["entities"]]
+        if "nextCursor" not in page:
+            break
+        arguments = {"limit": 10, "cursor": page["nextCursor"]}
+    assert seen == [f"E{i:02d}" for i in range(30)]
+
+
+async def test_a_write_whose_reply_could_be_over_the_bound_is_refused_before_writing(
+        bounded: MemoryService, bounded_client: Any) -> None:
+    entities = [{"name": f"N{i:02d}", "entityType": "thing", "observations": ["y" * 60]} for i in range(40)]
+    message = await call_error(bounded_client, "create_entities", {"entities": entities})
+    assert "MEMORY_MAX_REPLY_BYTES" in message and "nothing was written" in message
+    assert bounded.read_graph().entities == []
+    parts = int(message.split("Split it into ")[1].split(" ")[0])
+    size = -(-len(entities) // parts)
+    for start in range(0, len(entities), size):   # what the message says works
+        await call(bounded_client, "create_entities", {"entities": entities[start:start + size]})
+    assert len(bounded.read_graph().entities) == 40
+
+
+@pytest.fixture
+async def mesh_client(bounded: MemoryService) -> AsyncIterator[Any]:
+    async with Client(build_server(bounded, profile="memorymesh").server) as c:
+        yield c
+
+
+async def test_memorymesh_reads_over_the_bound_are_refused_with_what_works_there(
+        bounded: MemoryService, mesh_client: Any) -> None:
+    _fill(bounded)
+    for tool, arguments in (("read_graph", {}), ("search_nodes", {"query": "fact"}),
+                            ("open_nodes", {"names": [f"E{i:02d}" for i in range(30)]})):
+        result = await mesh_client.call_tool(tool, arguments)
+        assert result.is_error
+        text = " ".join(c.text for c in result.content)
+        assert "MEMORY_MAX_REPLY_BYTES" in text and "open_nodes with fewer names" in text, text
+    assert not (await mesh_client.call_tool("open_nodes", {"names": ["E01"]})).is_error
+    with pytest.raises(MCPError, match="search_nodes and open_nodes"):
+        await mesh_client.read_resource(GRAPH_URI)
+
+
+async def test_a_write_whose_reply_grew_over_the_bound_keeps_its_change_and_says_so(
+        bounded: MemoryService, mesh_client: Any) -> None:
+    """update_nodes answers with the whole node: a small call on a node with many observations."""
+    bounded.create_entities([Entity("Big", "thing", [f"fact {i} " + "z" * 40 for i in range(100)])])
+    result = await mesh_client.call_tool("update_nodes", {"nodes": [{"name": "Big", "nodeType": "place"}]})
+    assert result.is_error
+    text = " ".join(c.text for c in result.content)
+    assert "succeeded and its changes are saved" in text and "do not repeat it" in text
+    (entity,) = bounded.open_nodes(["Big"]).entities
+    assert entity.entity_type == "place" and len(entity.observations) == 100
+
+
+async def test_no_bound_when_it_is_zero(graph_backend: Backend) -> None:
+    memory = MemoryService(graph_backend, Limits(max_reply_bytes=0))
+    _fill(memory)
+    async with Client(build_server(memory).server) as c:
+        read = await c.read_resource(GRAPH_URI)
+        assert len(read.contents[0].text) > BOUND
+
+
+def test_message_bytes_is_the_size_of_the_json_rpc_line() -> None:
+    from graph_memory.mcp.jsontext import dumps_line
+
+    structured = {"entities": [{"name": "Zoë 🍵", "observations": ['says "hi"\n']}]}
+    text = json.dumps(structured, indent=2, ensure_ascii=False)
+    line = dumps_line({"jsonrpc": "2.0", "id": 1, "result": {
+        "content": [{"type": "text", "text": text}], "structuredContent": structured, "isError": False}})
+    assert 0 <= message_bytes(text, structured) - len(line) <= 200
+
+
+async def test_one_entity_too_large_to_open_is_refused_saying_what_works(
+        bounded: MemoryService, bounded_client: Any) -> None:
+    bounded.create_entities([Entity("Big", "thing", [f"fact {i} " + "z" * 40 for i in range(100)])])
+    message = await call_error(bounded_client, "open_nodes", {"names": ["Big"]})
+    assert "This entity alone" in message and "read_graph" in message and "view 'summary'" in message
+    assert "Open fewer names" not in message
+    summary = await call(bounded_client, "open_nodes", {"names": ["Big"], "view": "summary"})
+    assert summary["entities"][0]["observationCount"] == 100
