@@ -138,3 +138,18 @@ async def test_one_entity_too_large_to_open_is_refused_saying_what_works(
     assert "Open fewer names" not in message
     summary = await call(bounded_client, "open_nodes", {"names": ["Big"], "view": "summary"})
     assert summary["entities"][0]["observationCount"] == 100
+
+
+@pytest.mark.parametrize("text", ["喜欢喝茶，住在東京。", "🍵🌸 emoji", "Zoë, café, naïve — «quotes»"])
+async def test_a_non_ascii_reply_is_estimated_as_the_line_carries_it(memory: MemoryService, text: str) -> None:
+    """The line is ASCII: a character beyond it takes 6 bytes (12 beyond U+FFFF), in each of the
+    reply's two copies. The reading tools' estimate counts that (it counted characters: 6 to 12
+    times too few for Chinese or emoji, and such a reply could pass the bound and be dropped)."""
+    from graph_memory.mcp.jsontext import dumps_indent2
+    from graph_memory.service import reply_bytes
+
+    memory.create_entities([Entity(f"{text[:3]} {i}", text[:2], [text * 20, text]) for i in range(40)])
+    result = memory.read_graph()
+    payload = result.shaped("full", False)
+    actual = message_bytes(dumps_indent2(payload), payload)
+    assert abs(reply_bytes(result, "full", False) - actual) <= actual / 10, (reply_bytes(result, "full", False), actual)

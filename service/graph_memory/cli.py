@@ -194,7 +194,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             import anyio
 
             try:
-                anyio.run(_serve_stdio, server, stop)
+                anyio.run(_serve_stdio, server, stop, settings.max_reply_bytes)
             except* BrokenPipeError:
                 # The client stopped reading stdout (it exited, or `… | head`): the session is over.
                 # Every write it acknowledged is committed; stop as on end of input, without a traceback.
@@ -209,7 +209,7 @@ def _backend_kind(settings: Settings) -> str:
     return "postgres" if settings.database_url is not None else "sqlite"
 
 
-async def _serve_stdio(handle: ServerHandle, on_signal: Callable[[], None]) -> None:
+async def _serve_stdio(handle: ServerHandle, on_signal: Callable[[], None], max_reply_bytes: int) -> None:
     """Serve one stdio connection until stdin closes or SIGTERM/SIGINT arrives.
 
     On a signal, ``on_signal`` runs on the event loop thread (so no tool call is mid-transaction:
@@ -238,7 +238,7 @@ async def _serve_stdio(handle: ServerHandle, on_signal: Callable[[], None]) -> N
         tasks.start_soon(stop_on_signal)
         _say_waiting_on_a_terminal()
         server = handle.server
-        async with stdio_streams() as (read_stream, write_stream):
+        async with stdio_streams(max_reply_bytes) as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
         tasks.cancel_scope.cancel()
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from itertools import chain
+from json.encoder import encode_basestring_ascii  # C implementation on CPython
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TextIO, TypeVar
 
@@ -71,7 +72,7 @@ from graph_memory.models import (
 )
 from graph_memory.paging import ReadPosition, SearchPosition, binding, decode_cursor, encode_cursor, parse_since
 from graph_memory.pictures import PICTURE_FORMATS, write_picture
-from graph_memory.settings import Settings
+from graph_memory.settings import DEFAULT_MAX_REPLY_BYTES, Settings
 
 if TYPE_CHECKING:
     from structlog.stdlib import BoundLogger
@@ -84,7 +85,7 @@ class Limits:
     max_name_length: int = 1024
     max_observation_length: int = 65536
     max_batch: int = 10_000
-    max_reply_bytes: int = 10_000_000   # 0: no bound
+    max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES   # 0: no bound
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Limits:
@@ -574,9 +575,10 @@ class MemoryService:
 def reply_bytes(result: GraphSlice, view: View, timestamps: bool) -> int:
     """About how many bytes the JSON-RPC message of a reading tool's reply takes: the payload
     twice (the indented text item, escaped inside a JSON string, and the compact
-    ``structuredContent``). Counts characters (text outside ASCII takes more bytes, up to 6 per
-    character when escaped); the per-item constants are the two copies' keys, quotes and
-    indentation, measured on ASCII graphs (tests/test_reading.py keeps it within 10 %)."""
+    ``structuredContent``), as the stdio transport writes it, in ASCII: a character beyond it
+    takes 6 bytes (12 beyond U+FFFF). The per-item constants are the two copies' keys, quotes and
+    indentation, measured on ASCII graphs (tests/test_reading.py keeps it within 10 %); the
+    transport measures the line it writes exactly (:mod:`graph_memory.mcp.bounds`)."""
     entity_bytes, relation_bytes = _reply_parts(result, view, timestamps)
     return 250 + entity_bytes + relation_bytes
 
@@ -584,19 +586,29 @@ def reply_bytes(result: GraphSlice, view: View, timestamps: bool) -> int:
 def _reply_parts(result: GraphSlice, view: View, timestamps: bool) -> tuple[int, int]:
     """:func:`reply_bytes` of the entities (and neighbors), and of the relations."""
     entities = result.entities + result.neighbors
-    # C-level passes (map, chain) over the strings: a few ms for 100,000 observations.
-    size = sum(len(e.name) + len(e.entity_type) for e in entities)
+    size = _line_length([e.name for e in entities]) + _line_length([e.entity_type for e in entities])
     observations = sum(map(len, [e.observations for e in entities]))
     if view == "full":
-        size += sum(map(len, chain.from_iterable([e.observations for e in entities])))
+        size += _line_length(list(chain.from_iterable([e.observations for e in entities])))
     if view == "full":
         per_entity, per_observation = (378, 236) if timestamps else (141, 20)
     else:
         per_entity, per_observation = (329 if timestamps else 147), 0
     entity_bytes = (2 * size + per_entity * (len(result.entities) + len(result.neighbors))
                     + per_observation * observations)
-    size = sum(len(r.source) + len(r.target) + len(r.relation_type) for r in result.relations)
+    relations = result.relations
+    size = (_line_length([r.source for r in relations]) + _line_length([r.target for r in relations])
+            + _line_length([r.relation_type for r in relations]))
     return entity_bytes, 2 * size + (309 if timestamps else 127) * len(result.relations)
+
+
+def _line_length(strings: list[str]) -> int:
+    """The characters ``strings`` take in an ASCII JSON line, quotes and backslashes aside: as
+    many as they hold when they are ASCII (``str.isascii`` is free: CPython keeps the flag),
+    else their escaped length (one C pass over them joined)."""
+    if all(map(str.isascii, strings)):
+        return sum(map(len, strings))
+    return len(encode_basestring_ascii("".join(strings))) - 2
 
 
 def _since(value: str | None) -> str | None:

@@ -57,6 +57,11 @@ def _split_csv(value: object) -> object:
     return value
 
 
+# The official TypeScript client (SDK 1.x, what Node hosts run) drops a stdio message, and the
+# connection with it, when its read buffer passes 10 MiB; the buffer can hold a line and up to one
+# 64 KiB read beyond it. So a reply line (with its newline) of at most this many bytes is read.
+DEFAULT_MAX_REPLY_BYTES = 10 * 1024 * 1024 - 64 * 1024   # 10,420,224
+
 class Settings(BaseSettings):
     """Resolved configuration. Construct with ``Settings()`` to read the environment.
 
@@ -124,9 +129,10 @@ class Settings(BaseSettings):
     max_observation_length: int = Field(65536, ge=1, description="Longest observation (characters).")
     max_batch: int = Field(10_000, ge=1, description="Most items in one tool call's batch.")
     max_reply_bytes: int = Field(
-        10_000_000, ge=0, description="Largest reply of any tool or the knowledge-graph resource (JSON-RPC "
-                                      "message bytes); larger ones are refused saying how to get all of it "
-                                      "(pages, summary, a split call). 0: no bound.")
+        DEFAULT_MAX_REPLY_BYTES, ge=0,
+        description="Largest reply of any tool or the knowledge-graph resource (bytes of its JSON-RPC line, with "
+                    "the newline; default: 10 MiB less 64 KiB, what the official TypeScript client reads); larger "
+                    "ones are refused saying how to get all of it (pages, summary, a split call). 0: no bound.")
     database_url: SecretStr | None = Field(
         None, description="postgresql://user@host:port/dbname selects the PostgreSQL backend (the password from "
         "the URL, MEMORY_DATABASE_PASSWORD_FILE or libpq's PGPASSWORD/.pgpass); unset: SQLite at MEMORY_FILE_PATH.",

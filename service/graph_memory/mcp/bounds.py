@@ -17,6 +17,9 @@ says how to get all of it.
   write whose reply grew from what the graph already held. A write refused here is saved; its
   error says so.
 - The ``memory://knowledge-graph`` resource (:func:`check_resource`).
+- Last, the stdio transport measures each line it writes, exactly and for free, and replaces one
+  over the bound by an error (:func:`refused_line`): the estimates above cannot be exact near the
+  bound (quotes and backslashes are escaped twice in the text content, for one).
 
 Sizes are the bytes of the JSON-RPC message as the stdio transport writes it (compact, ASCII,
 non-ASCII escaped), measured exactly, but only for texts long enough to come near the bound.
@@ -33,7 +36,7 @@ import orjson
 from graph_memory.errors import ReplyTooLarge
 from graph_memory.mcp.jsontext import dumps_indent2
 
-__all__ = ["check_reply", "check_request", "check_resource", "message_bytes"]
+__all__ = ["check_reply", "check_request", "check_resource", "message_bytes", "refused_line"]
 
 # The JSON-RPC envelope and the result's own keys around the payload (ids, content type, isError…).
 _ENVELOPE = 200
@@ -156,3 +159,18 @@ def check_resource(uri: str, text: str, bound: int, profile: str = "reference") 
                "reply's nextCursor until a reply has none), or get an overview with read_graph view 'summary' "
                "(names, types and observation counts)")
     raise ReplyTooLarge(what + how + ".")
+
+
+def refused_line(request_id: str | int, result: dict[str, Any], size: int, bound: int) -> dict[str, Any]:
+    """The message that replaces the reply ``result`` to request ``request_id`` when its line
+    (``size`` bytes with its newline) is over ``bound``: the last, exact check, where the line is
+    built (the checks above estimate, or measure only part of it). A tool's result becomes a tool
+    error the model reads; any other result a JSON-RPC error (-32603, as for the resource)."""
+    what = (f"This reply would be {size:,} bytes, over {_bound_text(bound)}; it was not sent. Ask for less per "
+            f"call: read_graph and search_nodes in pages (limit, then cursor set to each reply's nextCursor until "
+            f"a reply has none) or with view 'summary', open_nodes with fewer names; the memory://knowledge-graph "
+            f"resource through read_graph's pages. A call that writes has done its work: do not repeat it.")
+    if isinstance(result.get("content"), list):
+        return {"jsonrpc": "2.0", "id": request_id,
+                "result": {"content": [{"type": "text", "text": what}], "isError": True}}
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32603, "message": what}}

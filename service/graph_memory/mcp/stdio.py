@@ -53,6 +53,7 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from graph_memory.logs import get_logger
+from graph_memory.mcp.bounds import refused_line
 from graph_memory.mcp.jsontext import dumps_line, escape_non_ascii
 from graph_memory.mcp.messages import message_problem
 from graph_memory.surrogates import log_replaced, repair_json_text
@@ -471,10 +472,11 @@ class LineWriteStream:
     ``client_gone``, stdin is read no further, and every later send fails as a closed stream
     (the SDK then drops the reply, as for any closed connection)."""
 
-    def __init__(self, stdout: StdoutLines, on_gone: Callable[[], None]) -> None:
+    def __init__(self, stdout: StdoutLines, on_gone: Callable[[], None], max_line_bytes: int = 0) -> None:
         self._stdout = stdout
         self._on_gone = on_gone
         self._gone = False
+        self._bound = max_line_bytes
 
     async def send(self, item: SessionMessage) -> None:
         if self._gone:
@@ -484,6 +486,9 @@ class LineWriteStream:
             # The SDK writes `model_dump_json(by_alias=True, exclude_unset=True)`: every field of
             # a response is required, so that is exactly this envelope.
             line = dumps_line({"jsonrpc": message.jsonrpc, "id": message.id, "result": message.result})
+            if self._bound and len(line) + 1 > self._bound:   # an ASCII line: characters are bytes
+                log.warning("reply_too_large", bytes=len(line) + 1, bound=self._bound)
+                line = dumps_line(refused_line(message.id, message.result, len(line) + 1, self._bound))
         else:
             line = escape_non_ascii(message.model_dump_json(by_alias=True, exclude_unset=True))
         try:
@@ -506,9 +511,11 @@ class LineWriteStream:
 
 
 @contextlib.asynccontextmanager
-async def stdio_streams() -> AsyncIterator[tuple[DrainingReadStream, ObservedWriteStream]]:
+async def stdio_streams(max_line_bytes: int = 0) -> AsyncIterator[tuple[DrainingReadStream, ObservedWriteStream]]:
     """The pair of streams to hand to ``server.run`` for one stdio connection (see the module
-    docstring for what they answer and how they end).
+    docstring for what they answer and how they end). A reply whose line (with its newline) is
+    over ``max_line_bytes`` (``MEMORY_MAX_REPLY_BYTES``; 0: no bound) is replaced by an error
+    saying how to ask for less (:func:`graph_memory.mcp.bounds.refused_line`).
 
     While serving, fd 0 points at the null device and fd 1 at stderr (as the SDK's own
     ``stdio_server()`` does), so stray reads and prints of a library never touch the protocol;
@@ -534,7 +541,7 @@ async def stdio_streams() -> AsyncIterator[tuple[DrainingReadStream, ObservedWri
         await stdin.open()
         await stdout.open()
         lines = LineReadStream(stdin)
-        writer = ObservedWriteStream(LineWriteStream(stdout, gone), in_flight)
+        writer = ObservedWriteStream(LineWriteStream(stdout, gone, max_line_bytes), in_flight)
         yield DrainingReadStream(lines, in_flight, writer.send, lines=lines.lines), writer
     finally:
         stdin.close()
