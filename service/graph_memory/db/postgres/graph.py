@@ -52,6 +52,11 @@ Connection = psycopg.Connection[tuple[Any, ...]]
 # Documents are rewritten this many entities per statement (a merge may touch 100,000).
 _DOCUMENT_BATCH = 1000
 _RELATION_COLUMNS = "from_name, to_name, relation_type, weight"
+# An entity row: id, name, type and its observations in position order (``entities e``).
+HEAD = "e.id, e.name, e.entity_type, ARRAY(SELECT o.content FROM observations o WHERE o.entity_id = e.id ORDER BY o.id)"
+# The relations touching the entities of the name keys ``%(keys)s``, in creation order.
+_TOUCHING = (f"SELECT {_RELATION_COLUMNS}, from_key, to_key FROM relations "
+             f"WHERE from_key = ANY(%(keys)s) OR to_key = ANY(%(keys)s) ORDER BY id")
 _RECORDED_AT = "to_char(recorded_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 
 
@@ -99,14 +104,15 @@ class PostgresGraph:
     def _entities_by(self, where: str, params: Sequence[Any]) -> list[Entity]:
         """Entities (with observations, in position order) selected by ``where`` over
         ``entities e``, in id order."""
-        heads = self._rows(f"SELECT e.id, e.name, e.entity_type FROM entities e {where} ORDER BY e.id", params)
-        return self._with_observations(heads)
+        return self._with_observations(self._rows(f"SELECT {HEAD} FROM entities e {where} ORDER BY e.id", params))
 
     def _with_observations(self, heads: Sequence[tuple[Any, ...]]) -> list[Entity]:
-        """Entities for ``(id, name, type)`` rows, in their order, with their observations read
-        in one query."""
+        """Entities for ``(id, name, type, observations)`` rows (:data:`HEAD`), in their order;
+        for ``(id, name, type)`` rows the observations are read in one more query."""
         if not heads:
             return []
+        if len(heads[0]) > 3:
+            return [Entity(decode(row[1]), decode(row[2]), [decode(c) for c in row[3]]) for row in heads]
         by_id = {int(row[0]): Entity(decode(row[1]), decode(row[2]), []) for row in heads}
         for entity_id, content in self._rows(
                 "SELECT entity_id, content FROM observations WHERE entity_id = ANY(%s) ORDER BY id", (list(by_id),)):
@@ -127,12 +133,38 @@ class PostgresGraph:
         return [_relation(r) for r in rows]
 
     def slice(self, entities: list[Entity]) -> GraphSlice:
-        """Entities plus the relations touching them and the neighbors those relations reach."""
-        names = [e.name for e in entities]
-        relations = self._relations_touching(names)
-        inside = set(names)
-        far = unique(n for r in relations for n in (r.source, r.target) if n not in inside)
-        return GraphSlice(entities, relations, self._entities_named(far))
+        """Entities plus the relations touching them and the neighbors those relations reach.
+
+        Both queries are sent before either result is read: in the backend's pipeline they cost
+        one round trip together."""
+        if not entities:
+            return GraphSlice(entities, [], [])
+        keys = [key(e.name) for e in entities]
+        relations = self.conn.execute(_TOUCHING, {"keys": keys})
+        # The far ends of those relations that are entities, in id order (the unique() of the
+        # relations' ends, read in one query).
+        neighbors = self.conn.execute(f"SELECT {HEAD} FROM entities e WHERE e.name_key IN ("
+                                      f"SELECT unnest(ARRAY[r.from_key, r.to_key]) FROM ({_TOUCHING}) r) "
+                                      f"AND NOT e.name_key = ANY(%(keys)s) ORDER BY e.id", {"keys": keys})
+        return GraphSlice(entities, [_relation(r) for r in relations.fetchall()],
+                          self._with_observations(neighbors.fetchall()))
+
+    def open_nodes(self, names: Sequence[str]) -> GraphSlice:
+        """The named entities, the relations touching them, their neighbors: three queries sent
+        together (one round trip in the pipeline), the relations found from the names that are
+        entities."""
+        if not names:
+            return GraphSlice([], [], [])
+        keys = [key(n) for n in names]
+        named = self.conn.execute(f"SELECT {HEAD} FROM entities e WHERE e.name_key = ANY(%s) ORDER BY e.id", (keys,))
+        found = "ARRAY(SELECT name_key FROM entities WHERE name_key = ANY(%(keys)s))"
+        touching = _TOUCHING.replace("%(keys)s", found)
+        relations = self.conn.execute(touching, {"keys": keys})
+        neighbors = self.conn.execute(f"SELECT {HEAD} FROM entities e WHERE e.name_key IN ("
+                                      f"SELECT unnest(ARRAY[r.from_key, r.to_key]) FROM ({touching}) r) "
+                                      f"AND NOT e.name_key = ANY(%(keys)s) ORDER BY e.id", {"keys": keys})
+        return GraphSlice(self._with_observations(named.fetchall()), [_relation(r) for r in relations.fetchall()],
+                          self._with_observations(neighbors.fetchall()))
 
     def read_graph(self) -> GraphSlice:
         heads = self._rows("SELECT id, name, entity_type FROM entities ORDER BY id")
@@ -141,9 +173,6 @@ class PostgresGraph:
             by_id[entity_id].observations.append(decode(content))
         relations = [_relation(r) for r in self._rows(f"SELECT {_RELATION_COLUMNS} FROM relations ORDER BY id")]
         return GraphSlice(list(by_id.values()), relations, [])
-
-    def open_nodes(self, names: Sequence[str]) -> GraphSlice:
-        return self.slice(self._entities_named(names))
 
     def search(self, query: str, mode: Mode, limit: int | None) -> GraphSlice:
         from graph_memory.db.postgres.search import search
@@ -307,12 +336,14 @@ class PostgresGraph:
     def delete_entities(self, names: Sequence[str]) -> DeleteEntitiesResult:
         requested = unique(names)
         keys = [key(n) for n in requested]
-        gone = {decode(n) for (n,) in self._rows("DELETE FROM entities WHERE name_key = ANY(%s) RETURNING name",
-                                                 (keys,))}
-        deleted = [n for n in requested if n in gone]
+        # Both deletes are sent before either result is read (one round trip in the pipeline).
+        entities = self.conn.execute("DELETE FROM entities WHERE name_key = ANY(%s) RETURNING name", (keys,))
         # A materialized inverse goes with its primary (both name the entity) and is not counted.
-        relations = self._rows("DELETE FROM relations WHERE from_key = ANY(%s) OR to_key = ANY(%s) "
-                               "RETURNING inverse_of", (keys, keys))
+        touching = self.conn.execute("DELETE FROM relations WHERE from_key = ANY(%s) OR to_key = ANY(%s) "
+                                     "RETURNING inverse_of", (keys, keys))
+        gone = {decode(n) for (n,) in entities.fetchall()}
+        deleted = [n for n in requested if n in gone]
+        relations = touching.fetchall()
         if gone or relations:
             self.changed = True
         primaries = sum(1 for (inverse_of,) in relations if inverse_of is None)
@@ -654,13 +685,8 @@ class PostgresGraph:
         self.stale.clear()
         for start in range(0, len(ids), _DOCUMENT_BATCH):
             batch = ids[start:start + _DOCUMENT_BATCH]
-            heads = {int(i): (decode(n), decode(t)) for i, n, t in self._rows(
-                "SELECT id, name, entity_type FROM entities WHERE id = ANY(%s)", (batch,))}
-            observations: dict[int, list[str]] = {i: [] for i in heads}
-            for entity_id, content in self._rows(
-                    "SELECT entity_id, content FROM observations WHERE entity_id = ANY(%s) ORDER BY id", (batch,)):
-                observations[entity_id].append(decode(content))
-            rows = [(i, encode(n.lower()), encode(t.lower()), document(observations[i])) for i, (n, t) in heads.items()]
+            rows = [(int(i), encode(decode(n).lower()), encode(decode(t).lower()), document([decode(c) for c in obs]))
+                    for i, n, t, obs in self._rows(f"SELECT {HEAD} FROM entities e WHERE e.id = ANY(%s)", (batch,))]
             with self.conn.cursor() as cur:
                 cur.executemany(
                     "INSERT INTO entity_search (entity_id, name, entity_type, observations) VALUES (%s, %s, %s, %s) "
