@@ -313,16 +313,24 @@ class PostgresGraph:
     def add_observations(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[AddedObservations]:
         results: list[AddedObservations] = []
         for name, contents in items:
-            entity_id = self._require_entity(name)
-            added: list[str] = []
-            for content in unique(contents):
-                row = self._one("INSERT INTO observations (entity_id, content, content_key) VALUES (%s, %s, %s) "
-                                "ON CONFLICT (entity_id, content_key) DO NOTHING RETURNING id",
-                                (entity_id, encode(content), key(content)))
-                if row is not None:
-                    added.append(content)
+            wanted = unique(contents)
+            # The lookup and the insert go together (one round trip in the pipeline); the insert
+            # adds nothing when the entity does not exist, and rows go in in the given order.
+            lookup = self.conn.execute("SELECT id FROM entities WHERE name_key = %s", (key(name),))
+            inserted = self.conn.execute(
+                "INSERT INTO observations (entity_id, content, content_key) "
+                "SELECT e.id, c.content, c.content_key FROM entities e, "
+                "unnest(%s::text[], %s::bytea[]) WITH ORDINALITY AS c(content, content_key, n) "
+                "WHERE e.name_key = %s ORDER BY c.n "
+                "ON CONFLICT (entity_id, content_key) DO NOTHING RETURNING content_key",
+                ([encode(c) for c in wanted], [key(c) for c in wanted], key(name))) if wanted else None
+            row = lookup.fetchone()
+            if row is None:
+                raise EntityNotFound(name)
+            fresh = {bytes(k) for (k,) in inserted.fetchall()} if inserted is not None else set()
+            added = [c for c in wanted if key(c) in fresh]
             if added:
-                self._touch(entity_id)
+                self._touch(int(row[0]))
             results.append(AddedObservations(name, added))
         return results
 
@@ -352,15 +360,18 @@ class PostgresGraph:
     def delete_observations(self, items: Sequence[tuple[str, Sequence[str]]]) -> DeleteObservationsResult:
         out = DeleteObservationsResult()
         for name, observations in items:
-            row = self._one("SELECT id FROM entities WHERE name_key = %s", (key(name),))
+            wanted = unique(observations)
+            # The lookup and the delete go together (one round trip in the pipeline).
+            lookup = self.conn.execute("SELECT id FROM entities WHERE name_key = %s", (key(name),))
+            removed = self.conn.execute(
+                "DELETE FROM observations WHERE entity_id = (SELECT id FROM entities WHERE name_key = %s) "
+                "AND content_key = ANY(%s) RETURNING content_key", (key(name), [key(c) for c in wanted]))
+            row = lookup.fetchone()
+            gone = {bytes(k) for (k,) in removed.fetchall()}
             if row is None:
                 out.results.append(DeletedObservations(name, len(observations), [], found=False))
                 continue
-            deleted: list[str] = []
-            for content in unique(observations):
-                if self._one("DELETE FROM observations WHERE entity_id = %s AND content_key = %s RETURNING id",
-                             (row[0], key(content))) is not None:
-                    deleted.append(content)
+            deleted = [c for c in wanted if key(c) in gone]
             if deleted:
                 self._touch(int(row[0]))
             out.results.append(DeletedObservations(name, len(observations), deleted))
