@@ -538,6 +538,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="write docs/benchmarks.md and docs/bench.png (default: on for full runs)")
     parser.add_argument("--workdir", help="where graphs and databases go (default: a temporary folder)")
     parser.add_argument("--keep", action="store_true", help="keep the workdir")
+    parser.add_argument("--postgres", action="store_true",
+                        help="measure the PostgreSQL backend instead (bench.postgres): point operations on SQLite "
+                             "and PostgreSQL side by side, then writes/s of 1 and --replicas replicas on one "
+                             "database; starts a throwaway PostgreSQL cluster (needs the server binaries)")
+    parser.add_argument("--replicas", type=int, default=4,
+                        help="with --postgres: replicas of the many-replica write test (default 4)")
+    parser.add_argument("--replica-writes", type=int,
+                        help="with --postgres: writes per replica in the replica test (default 300; --quick 60)")
+    parser.add_argument("--replica-rounds", type=int, default=3,
+                        help="with --postgres: rounds of the replica test, 1 then --replicas each (default 3)")
     parser.add_argument("--render", metavar="RESULTS_JSON",
                         help="measure nothing: print the table of a results file and write the docs from it")
     args = parser.parse_args(argv)
@@ -570,6 +580,8 @@ def main(argv: list[str] | None = None) -> int:
             print("docs not written: a --quick run or one without --reference; add --docs to write them anyway",
                   file=sys.stderr)
         return 0
+    if args.postgres:
+        return postgres_main(args)
     try:
         result = anyio.run(main_async, args)
     except servers.BenchError as exc:
@@ -582,6 +594,23 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nresults: {out}")
     if args.docs:
         write_docs(result)
+    return 0
+
+
+def postgres_main(args: argparse.Namespace) -> int:
+    """``--postgres``: run :mod:`bench.postgres`, print its table, save its JSON (docs by hand)."""
+    from bench import postgres
+
+    try:
+        result = anyio.run(postgres.main_async, args, QUICK if args.quick else FULL)
+    except servers.BenchError as exc:
+        print(f"bench: error: {exc}", file=sys.stderr)
+        return 1
+    out = Path(args.out) if args.out else RESULTS / f"bench-postgres-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(postgres.text_table(result))
+    print(f"\nresults: {out}")
     return 0
 
 

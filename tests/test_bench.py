@@ -240,3 +240,28 @@ def test_a_reply_the_typescript_client_refuses_is_recorded_and_the_run_goes_on(t
     assert ours.refused == {"read_graph": "refused by the client (over its 10 MiB limit on one message; "
                                           "it dropped the connection)"}
     assert set(ours.samples) == {"read_graph_paged"} and ours.pages == {"read_graph_paged": 1}
+
+
+def test_the_postgres_bench_compares_both_backends_and_counts_replica_writes(tmp_path: Path) -> None:
+    """``python -m bench --postgres`` on a tiny graph: its own throwaway cluster, every point
+    operation measured on both backends, and writes/s for 1 and 2 replicas on one database."""
+    from pgcluster import find_bin
+
+    if find_bin() is None:
+        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) are not installed")
+    out = tmp_path / "pg.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMORY_", "PG"))}
+    proc = subprocess.run([sys.executable, "-m", "bench", "--postgres", "--quick", "--sizes", "300", "--mode", "legacy",
+                           "--replicas", "2", "--replica-writes", "5", "--replica-rounds", "1", "--out", str(out)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text(encoding="utf-8"))
+    ops = result["sizes"]["300"]["ops"]
+    assert {"open_nodes", "create_entities", "add_observations", "delete_entities", "search_rare"} <= set(ops)
+    for key, op in ops.items():
+        for backend in ("sqlite", "postgres"):
+            assert op[backend]["n"] > 0 and op[backend]["median_of_rounds"] > 0, (key, backend)
+        assert op["ratio"] == pytest.approx(op["postgres"]["median_of_rounds"] / op["sqlite"]["median_of_rounds"])
+    assert [(r["replicas"], r["writes"]) for r in result["replicas"]] == [(1, 5), (2, 10)]
+    assert all(r["writes_per_s"] > 0 for r in result["replicas"])
+    assert "replica(s)" in proc.stdout

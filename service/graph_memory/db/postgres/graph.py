@@ -53,6 +53,17 @@ Connection = psycopg.Connection[tuple[Any, ...]]
 # Documents are rewritten this many entities per statement (a merge may touch 100,000).
 _DOCUMENT_BATCH = 1000
 _RELATION_COLUMNS = "from_name, to_name, relation_type, weight"
+# An entity row: id, name, type and its observations in position order (``entities e``).
+HEAD = "e.id, e.name, e.entity_type, ARRAY(SELECT o.content FROM observations o WHERE o.entity_id = e.id ORDER BY o.id)"
+# The relations touching the entities of the name keys ``%(keys)s``, in creation order.
+_TOUCHING = (f"SELECT {_RELATION_COLUMNS}, from_key, to_key FROM relations "
+             f"WHERE from_key = ANY(%(keys)s) OR to_key = ANY(%(keys)s) ORDER BY id")
+# The entities at the far ends of the relations ``touching`` selects, other than ``%(keys)s``, in
+# id order. The ends are gathered into an array first (computed once), so the entities are found
+# through their name index, never by testing every entity against the relations.
+_NEIGHBORS = (f"SELECT {HEAD} FROM entities e WHERE e.name_key = ANY(ARRAY("
+              f"SELECT k FROM ({{touching}}) r, LATERAL (VALUES (r.from_key), (r.to_key)) AS v(k))) "
+              f"AND NOT e.name_key = ANY(%(keys)s) ORDER BY e.id")
 _RECORDED_AT = "to_char(recorded_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 
 
@@ -100,14 +111,15 @@ class PostgresGraph:
     def _entities_by(self, where: str, params: Sequence[Any]) -> list[Entity]:
         """Entities (with observations, in position order) selected by ``where`` over
         ``entities e``, in id order."""
-        heads = self._rows(f"SELECT e.id, e.name, e.entity_type FROM entities e {where} ORDER BY e.id", params)
-        return self._with_observations(heads)
+        return self._with_observations(self._rows(f"SELECT {HEAD} FROM entities e {where} ORDER BY e.id", params))
 
     def _with_observations(self, heads: Sequence[tuple[Any, ...]]) -> list[Entity]:
-        """Entities for ``(id, name, type)`` rows, in their order, with their observations read
-        in one query."""
+        """Entities for ``(id, name, type, observations)`` rows (:data:`HEAD`), in their order;
+        for ``(id, name, type)`` rows the observations are read in one more query."""
         if not heads:
             return []
+        if len(heads[0]) > 3:
+            return [Entity(decode(row[1]), decode(row[2]), [decode(c) for c in row[3]]) for row in heads]
         by_id = {int(row[0]): Entity(decode(row[1]), decode(row[2]), []) for row in heads}
         for entity_id, content in self._rows(
                 "SELECT entity_id, content FROM observations WHERE entity_id = ANY(%s) ORDER BY id", (list(by_id),)):
@@ -128,12 +140,34 @@ class PostgresGraph:
         return [_relation(r) for r in rows]
 
     def slice(self, entities: list[Entity]) -> GraphSlice:
-        """Entities plus the relations touching them and the neighbors those relations reach."""
-        names = [e.name for e in entities]
-        relations = self._relations_touching(names)
-        inside = set(names)
-        far = unique(n for r in relations for n in (r.source, r.target) if n not in inside)
-        return GraphSlice(entities, relations, self._entities_named(far))
+        """Entities plus the relations touching them and the neighbors those relations reach.
+
+        Both queries are sent before either result is read: in the backend's pipeline they cost
+        one round trip together."""
+        if not entities:
+            return GraphSlice(entities, [], [])
+        keys = [key(e.name) for e in entities]
+        relations = self.conn.execute(_TOUCHING, {"keys": keys})
+        # The far ends of those relations that are entities, in id order (the unique() of the
+        # relations' ends, read in one query).
+        neighbors = self.conn.execute(_NEIGHBORS.format(touching=_TOUCHING), {"keys": keys})
+        return GraphSlice(entities, [_relation(r) for r in relations.fetchall()],
+                          self._with_observations(neighbors.fetchall()))
+
+    def open_nodes(self, names: Sequence[str]) -> GraphSlice:
+        """The named entities, the relations touching them, their neighbors: three queries sent
+        together (one round trip in the pipeline), the relations found from the names that are
+        entities."""
+        if not names:
+            return GraphSlice([], [], [])
+        keys = [key(n) for n in names]
+        named = self.conn.execute(f"SELECT {HEAD} FROM entities e WHERE e.name_key = ANY(%s) ORDER BY e.id", (keys,))
+        found = "ARRAY(SELECT name_key FROM entities WHERE name_key = ANY(%(keys)s))"
+        touching = _TOUCHING.replace("%(keys)s", found)
+        relations = self.conn.execute(touching, {"keys": keys})
+        neighbors = self.conn.execute(_NEIGHBORS.format(touching=touching), {"keys": keys})
+        return GraphSlice(self._with_observations(named.fetchall()), [_relation(r) for r in relations.fetchall()],
+                          self._with_observations(neighbors.fetchall()))
 
     def read_graph(self) -> GraphSlice:
         heads = self._rows("SELECT id, name, entity_type FROM entities ORDER BY id")
@@ -142,9 +176,6 @@ class PostgresGraph:
             by_id[entity_id].observations.append(decode(content))
         relations = [_relation(r) for r in self._rows(f"SELECT {_RELATION_COLUMNS} FROM relations ORDER BY id")]
         return GraphSlice(list(by_id.values()), relations, [])
-
-    def open_nodes(self, names: Sequence[str]) -> GraphSlice:
-        return self.slice(self._entities_named(names))
 
     def search(self, query: str, mode: Mode, limit: int | None) -> GraphSlice:
         from graph_memory.db.postgres.search import search
@@ -278,23 +309,37 @@ class PostgresGraph:
         finally:
             self._merging = outer
         if not outer:
-            if on_rebuild is not None and len(self.stale) >= _DOCUMENT_BATCH:
+            large = len(self.stale) >= _DOCUMENT_BATCH
+            if on_rebuild is not None and large:
                 on_rebuild()
             self.flush_documents()
+            if large:
+                # Fresh statistics for the planner: without them, right after a large import it
+                # scans every search document instead of using the trigram indexes (650 ms for a
+                # one-hit search at 100,000 entities) until autovacuum gets to the tables.
+                self.conn.execute("ANALYZE entities, observations, relations, entity_search")
 
     def add_observations(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[AddedObservations]:
         results: list[AddedObservations] = []
         for name, contents in items:
-            entity_id = self._require_entity(name)
-            added: list[str] = []
-            for content in unique(contents):
-                row = self._one("INSERT INTO observations (entity_id, content, content_key) VALUES (%s, %s, %s) "
-                                "ON CONFLICT (entity_id, content_key) DO NOTHING RETURNING id",
-                                (entity_id, encode(content), key(content)))
-                if row is not None:
-                    added.append(content)
+            wanted = unique(contents)
+            # The lookup and the insert go together (one round trip in the pipeline); the insert
+            # adds nothing when the entity does not exist, and rows go in in the given order.
+            lookup = self.conn.execute("SELECT id FROM entities WHERE name_key = %s", (key(name),))
+            inserted = self.conn.execute(
+                "INSERT INTO observations (entity_id, content, content_key) "
+                "SELECT e.id, c.content, c.content_key FROM entities e, "
+                "unnest(%s::text[], %s::bytea[]) WITH ORDINALITY AS c(content, content_key, n) "
+                "WHERE e.name_key = %s ORDER BY c.n "
+                "ON CONFLICT (entity_id, content_key) DO NOTHING RETURNING content_key",
+                ([encode(c) for c in wanted], [key(c) for c in wanted], key(name))) if wanted else None
+            row = lookup.fetchone()
+            if row is None:
+                raise EntityNotFound(name)
+            fresh = {bytes(k) for (k,) in inserted.fetchall()} if inserted is not None else set()
+            added = [c for c in wanted if key(c) in fresh]
             if added:
-                self._touch(entity_id)
+                self._touch(int(row[0]))
             results.append(AddedObservations(name, added))
         return results
 
@@ -308,12 +353,14 @@ class PostgresGraph:
     def delete_entities(self, names: Sequence[str]) -> DeleteEntitiesResult:
         requested = unique(names)
         keys = [key(n) for n in requested]
-        gone = {decode(n) for (n,) in self._rows("DELETE FROM entities WHERE name_key = ANY(%s) RETURNING name",
-                                                 (keys,))}
-        deleted = [n for n in requested if n in gone]
+        # Both deletes are sent before either result is read (one round trip in the pipeline).
+        entities = self.conn.execute("DELETE FROM entities WHERE name_key = ANY(%s) RETURNING name", (keys,))
         # A materialized inverse goes with its primary (both name the entity) and is not counted.
-        relations = self._rows("DELETE FROM relations WHERE from_key = ANY(%s) OR to_key = ANY(%s) "
-                               "RETURNING inverse_of", (keys, keys))
+        touching = self.conn.execute("DELETE FROM relations WHERE from_key = ANY(%s) OR to_key = ANY(%s) "
+                                     "RETURNING inverse_of", (keys, keys))
+        gone = {decode(n) for (n,) in entities.fetchall()}
+        deleted = [n for n in requested if n in gone]
+        relations = touching.fetchall()
         if gone or relations:
             self.changed = True
         primaries = sum(1 for (inverse_of,) in relations if inverse_of is None)
@@ -322,15 +369,18 @@ class PostgresGraph:
     def delete_observations(self, items: Sequence[tuple[str, Sequence[str]]]) -> DeleteObservationsResult:
         out = DeleteObservationsResult()
         for name, observations in items:
-            row = self._one("SELECT id FROM entities WHERE name_key = %s", (key(name),))
+            wanted = unique(observations)
+            # The lookup and the delete go together (one round trip in the pipeline).
+            lookup = self.conn.execute("SELECT id FROM entities WHERE name_key = %s", (key(name),))
+            removed = self.conn.execute(
+                "DELETE FROM observations WHERE entity_id = (SELECT id FROM entities WHERE name_key = %s) "
+                "AND content_key = ANY(%s) RETURNING content_key", (key(name), [key(c) for c in wanted]))
+            row = lookup.fetchone()
+            gone = {bytes(k) for (k,) in removed.fetchall()}
             if row is None:
                 out.results.append(DeletedObservations(name, len(observations), [], found=False))
                 continue
-            deleted: list[str] = []
-            for content in unique(observations):
-                if self._one("DELETE FROM observations WHERE entity_id = %s AND content_key = %s RETURNING id",
-                             (row[0], key(content))) is not None:
-                    deleted.append(content)
+            deleted = [c for c in wanted if key(c) in gone]
             if deleted:
                 self._touch(int(row[0]))
             out.results.append(DeletedObservations(name, len(observations), deleted))
@@ -726,13 +776,8 @@ class PostgresGraph:
         self.stale.clear()
         for start in range(0, len(ids), _DOCUMENT_BATCH):
             batch = ids[start:start + _DOCUMENT_BATCH]
-            heads = {int(i): (decode(n), decode(t)) for i, n, t in self._rows(
-                "SELECT id, name, entity_type FROM entities WHERE id = ANY(%s)", (batch,))}
-            observations: dict[int, list[str]] = {i: [] for i in heads}
-            for entity_id, content in self._rows(
-                    "SELECT entity_id, content FROM observations WHERE entity_id = ANY(%s) ORDER BY id", (batch,)):
-                observations[entity_id].append(decode(content))
-            rows = [(i, encode(n.lower()), encode(t.lower()), document(observations[i])) for i, (n, t) in heads.items()]
+            rows = [(int(i), encode(decode(n).lower()), encode(decode(t).lower()), document([decode(c) for c in obs]))
+                    for i, n, t, obs in self._rows(f"SELECT {HEAD} FROM entities e WHERE e.id = ANY(%s)", (batch,))]
             with self.conn.cursor() as cur:
                 cur.executemany(
                     "INSERT INTO entity_search (entity_id, name, entity_type, observations) VALUES (%s, %s, %s, %s) "

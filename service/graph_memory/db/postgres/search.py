@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import apsw.fts5query as fq
 
 from graph_memory.db.graph import unique
+from graph_memory.db.postgres.graph import HEAD
 from graph_memory.db.postgres.text import ESCAPE, encode, needs_check
 from graph_memory.db.search import WEIGHTS, _storable, check_query, entity_matches, parse_fts
 from graph_memory.errors import InvalidQuery
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
 _COLUMNS = ("name", "entity_type", "observations")
 _WEIGHT = dict(zip(_COLUMNS, WEIGHTS, strict=True))
-_HEAD = "e.id, e.name, e.entity_type FROM entity_search s JOIN entities e ON e.id = s.entity_id"
+_HEAD = f"{HEAD} FROM entity_search s JOIN entities e ON e.id = s.entity_id"
 
 
 def search(graph: PostgresGraph, query: str, mode: Mode = "substring", limit: int | None = None, *,
@@ -95,7 +96,8 @@ def _limit(limit: int | None) -> str:
 
 
 def _heads(graph: PostgresGraph, sql: str, params: dict[str, Any]) -> list[tuple[int, Entity]]:
-    """``(id, entity)`` for the ``(id, name, type)`` rows ``sql`` selects, in their order."""
+    """``(id, entity)`` for the rows ``sql`` selects (:data:`~graph_memory.db.postgres.graph.HEAD`:
+    the observations come in the same query), in their order."""
     heads = graph._rows(sql, params)
     return list(zip([int(h[0]) for h in heads], graph._with_observations(heads), strict=True))
 
@@ -115,7 +117,7 @@ def substring_matches(graph: PostgresGraph, query: str, limit: int | None = None
     params: dict[str, Any] = {"after": after, "since": since}
     extra = "e.id > %(after)s" + (" AND e.updated_at >= %(since)s::timestamptz" if since is not None else "")
     if not needle:
-        return _heads(graph, f"SELECT e.id, e.name, e.entity_type FROM entities e WHERE {extra} ORDER BY e.id "
+        return _heads(graph, f"SELECT {HEAD} FROM entities e WHERE {extra} ORDER BY e.id "
                              f"{_limit(limit)}", params)
     if not _storable(needle):
         return []
@@ -136,7 +138,7 @@ def substring_among(graph: PostgresGraph, query: str, ids: set[int], since: str 
     if not ids or not _storable(needle):
         return set()
     changed = " AND e.updated_at >= %(since)s::timestamptz" if since is not None else ""
-    found = _heads(graph, f"SELECT e.id, e.name, e.entity_type FROM entities e WHERE e.id = ANY(%(ids)s){changed}",
+    found = _heads(graph, f"SELECT {HEAD} FROM entities e WHERE e.id = ANY(%(ids)s){changed}",
                    {"ids": sorted(ids), "since": since})
     return {i for i, e in found if not needle or entity_matches(e, needle)}
 
@@ -154,7 +156,7 @@ def words_matches(graph: PostgresGraph, query: str, limit: int | None = None) ->
     check_query(query)
     terms = unique(t.lower() for t in query.split())
     if not terms:
-        return _heads(graph, f"SELECT id, name, entity_type FROM entities ORDER BY id {_limit(limit)}", {})
+        return _heads(graph, f"SELECT {HEAD} FROM entities e ORDER BY e.id {_limit(limit)}", {})
     if not all(_storable(t) for t in terms):
         return []
     params = {f"t{i}": like_pattern(t) for i, t in enumerate(terms)}
