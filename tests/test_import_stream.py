@@ -12,11 +12,13 @@ from typing import Any
 import pytest
 
 from graph_memory.db import graph
-from graph_memory.db.backend import SqliteBackend
+from graph_memory.db.backend import Backend, SqliteBackend, open_backend
 from graph_memory.db.store import Store
 from graph_memory.errors import LegacyFormatError, StoreError
 from graph_memory.importer import ImportReport, load_graph
 from graph_memory.legacy import parse_legacy, stream_legacy
+from graph_memory.models import Entity, Relation
+from graph_memory.settings import Settings
 from test_import import OK_CASES, ent, file_state, jsonl, line, rel, search_documents_are_consistent, seed, snapshot
 
 
@@ -137,3 +139,27 @@ def test_a_database_failure_after_the_first_batches_rolls_the_whole_import_back(
         load_graph(SqliteBackend(store), stream_legacy(data), source="f", batch=2)
     assert snapshot(store) == before
     search_documents_are_consistent(store)
+
+
+def seed_backend(backend: Backend) -> None:
+    """:func:`test_import.seed` on any backend."""
+    backend.run_write(lambda g: g.create_entities([Entity("Alice", "person", ["likes tea", "lives in Lyon"]),
+                                                   Entity("Bob", "robot", [])]))
+    backend.run_write(lambda g: g.create_relations([Relation("Alice", "Bob", "knows")]))
+
+
+@pytest.mark.parametrize("batch", [1, 5_000])
+def test_repeats_across_batches_merge_alike_on_postgres(postgres_url: str, tmp_path: Path, batch: int) -> None:
+    results = []
+    for settings in (Settings.load(database_url=postgres_url, file_path=tmp_path / "memory.jsonl"),
+                     Settings.load(file_path=tmp_path / "lite.db")):
+        backend = open_backend(settings)
+        try:
+            seed_backend(backend)
+            report = load_graph(backend, stream_legacy(REPEATS), source="f", batch=batch)
+            read = backend.run_read(lambda g: g.read_graph())
+            results.append((outcome(report), read.entities, read.relations,
+                            backend.run_read(lambda g: g.inverse_links())))
+        finally:
+            backend.close()
+    assert results[0] == results[1]
