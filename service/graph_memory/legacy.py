@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -65,6 +66,7 @@ __all__ = [
 ]
 
 _JSON_WS = " \t\r\n"
+_NOT_JSON_WS = re.compile(rb"[^ \t\r\n]")
 _BOM = "\ufeff"
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _DECODER = json.JSONDecoder(strict=False)
@@ -368,7 +370,8 @@ def _surely_jsonl(data: bytes) -> bool:
     so the whole text cannot be one JSON document. Then it is read line by line, never decoded
     whole (a 1,000,000-entity file would be held again as text, and again as lines)."""
     end = data.find(b"\n")
-    if end == -1 or not data[end + 1:].strip(_JSON_WS.encode()):
+    # searched in place: a slice of the rest would copy the whole file
+    if end == -1 or _NOT_JSON_WS.search(data, end + 1) is None:
         return False
     first = data[:end].decode("utf-8").removeprefix(_BOM).strip(_JSON_WS)
     try:
