@@ -171,6 +171,9 @@ def _load(backend: Backend, legacy: LegacyGraph | LegacyStream, *, source: str, 
     records of ``legacy`` in file order and writes them ``batch`` at a time
     (:func:`graph_memory.merge.merge_records`)."""
     entities = legacy.entity_records if isinstance(legacy, LegacyStream) else len(legacy.entities)
+    # What the merge must remember: a stream's repeats (a reconciled graph has none)
+    repeats = ((legacy.repeated_names, legacy.repeated_triples) if isinstance(legacy, LegacyStream)
+               else ((), ()))
 
     def indexing() -> None:
         if progress:
@@ -188,7 +191,7 @@ def _load(backend: Backend, legacy: LegacyGraph | LegacyStream, *, source: str, 
         # The graph keeps the search index in step the cheapest way for a merge of this size.
         with g.merging(entities, on_rebuild=indexing):
             counts, tally = merge_records(g, _records(legacy), progress=progress, batch=batch,
-                                          progress_every=_PROGRESS_EVERY)
+                                          progress_every=_PROGRESS_EVERY, repeats=repeats)
         for name in ("entities_created", "entities_merged", "type_conflicts", "observations_added",
                      "relations_created", "relations_skipped"):
             setattr(report, name, getattr(counts, name))

@@ -551,19 +551,33 @@ LegacyRecord = Entity | LegacyRelation
 
 
 class _Checker(_Builder):
-    """Validates every line and counts the records, keeping none (:func:`stream_legacy`)."""
+    """Validates every line and counts the records, keeping none but the hashes of names and
+    triples, to tell which may repeat (:func:`stream_legacy`)."""
 
     def __init__(self, skip_invalid: bool, path: str | None, dialect: Dialect) -> None:
         super().__init__(skip_invalid, path, dialect)
         self.entity_records = 0
         self.relation_records = 0
+        self.name_hashes: set[int] = set()
+        self.triple_hashes: set[int] = set()
+        self.repeated_names: set[int] = set()
+        self.repeated_triples: set[int] = set()
 
     def add_entity(self, name: str, entity_type: str, observations: list[str]) -> None:
         self.entity_records += 1
+        _note(hash(name), self.name_hashes, self.repeated_names)
 
     def add_relation(self, source: str, target: str, relation_type: str, weight: float = DEFAULT_WEIGHT,
                      inverse_of: str | None = None) -> None:
         self.relation_records += 1
+        _note(hash((source, target, relation_type)), self.triple_hashes, self.repeated_triples)
+
+
+def _note(value: int, seen: set[int], repeated: set[int]) -> None:
+    if value in seen:
+        repeated.add(value)
+    else:
+        seen.add(value)
 
 
 class _Collector(_Builder):
@@ -590,7 +604,10 @@ class LegacyStream:
     ``scan`` carries what the check counted (``lines``, ``unknown_keys``, ``replaced_surrogates``,
     ``skipped_lines``, ``invalid_lines``); its entities, relations and reconciliation counters
     are empty, since merging lines is the importer's part. ``entity_records`` and
-    ``relation_records`` count the lines (or items) read as each.
+    ``relation_records`` count the lines (or items) read as each. ``repeated_names`` and
+    ``repeated_triples`` hold the ``hash()`` (of this process) of every entity name and every
+    ``(from, to, relationType)`` that occurs more than once, and rarely of others (hashes may
+    collide): what a merge must remember beyond one record.
     """
 
     data: bytes
@@ -600,6 +617,8 @@ class LegacyStream:
     scan: LegacyGraph
     entity_records: int
     relation_records: int
+    repeated_names: frozenset[int] = frozenset()
+    repeated_triples: frozenset[int] = frozenset()
 
     def records(self) -> Iterator[LegacyRecord]:
         """Every entity and relation line in file order, as read (observations as written, with
@@ -633,7 +652,8 @@ def stream_legacy(data: bytes, *, skip_invalid: bool = False, path: str | None =
     for _ in _scan(data, checker):
         pass
     return LegacyStream(data, path, skip_invalid, dialect, checker.finish(), checker.entity_records,
-                        checker.relation_records)
+                        checker.relation_records, frozenset(checker.repeated_names),
+                        frozenset(checker.repeated_triples))
 
 
 def _db_name(path: str | None) -> str:

@@ -13,13 +13,14 @@ reconciled (the report's ``file`` summary) as the reader would.
 What tells a repeat within the file from a row stored before: the set of the file's entity names
 (also what the dangling count needs, since a relation may name an entity defined later in the
 file), and the relations' row ids (rows this transaction inserts have larger ids than every row
-before it). Only entities and relations that existed before the import are remembered beyond that,
-with the file's first type and observations of each (an import into an empty database keeps none).
+before it). Beyond that, only the entities and relations that existed before the import and occur
+more than once in the file are remembered, with the file's first type and observations of each
+(``repeats``: hashes of what may occur more than once, from the file's check).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -75,6 +76,8 @@ class _Merge:
     g: Graph
     counts: MergeCounts
     tally: FileTally
+    # hashes of the names and triples that may occur more than once (None: any may)
+    repeats: tuple[Collection[int], Collection[int]] | None
     # every entity name of the file so far:
     names: set[str] = field(default_factory=set)
     # entities stored before the merge, met in the file: the file's first type and observations
@@ -113,7 +116,8 @@ class _Merge:
             entity_id, stored_type = found
             counts.entities_merged += 1
             counts.type_conflicts += stored_type != entity.entity_type
-            self.stored[name] = (entity.entity_type, set(unique))
+            if self.repeats is None or hash(name) in self.repeats[0]:
+                self.stored[name] = (entity.entity_type, set(unique))
             if unique:
                 self._add_missing(entity_id, unique)
             return
@@ -162,7 +166,8 @@ class _Merge:
             if self._inserted_here(relation) or relation.key in self.stored_relations:
                 self.tally.duplicate_relations += 1
                 return
-            self.stored_relations.add(relation.key)
+            if self.repeats is None or hash(relation.key) in self.repeats[1]:
+                self.stored_relations.add(relation.key)
             self.counts.relations_skipped += 1
         self.tally.relations += 1
         if relation.source not in self.names or relation.target not in self.names:
@@ -185,17 +190,20 @@ class _Merge:
 
 
 def merge_records(g: Graph, records: Iterable[LegacyRecord], *, progress: _Progress | None = None,
-                  batch: int = BATCH_RECORDS, progress_every: int = 1_000) -> tuple[MergeCounts, FileTally]:
+                  batch: int = BATCH_RECORDS, progress_every: int = 1_000,
+                  repeats: tuple[Collection[int], Collection[int]] | None = None) -> tuple[MergeCounts, FileTally]:
     """Merge ``records`` (a file's entity and relation lines in file order) into the graph of
     ``g``'s write transaction (see the module docstring for the rules); returns the database-side
     counts and what the file reconciled. ``batch``: records between writes of the observations
     buffered (a parameter for tests; the default suits any file). ``progress.advance(n)`` is
-    called every ``progress_every`` records and once at the end.
+    called every ``progress_every`` records and once at the end. ``repeats``: the ``hash()`` of
+    every entity name and of every relation key that occurs more than once in ``records`` (more
+    may be given), so that only those are remembered; None remembers every stored one met.
 
     Raises whatever reading ``records`` raises (e.g. LegacyFormatError): the caller's transaction
     then rolls back, so nothing of the file is written.
     """
-    merge = _Merge(g, MergeCounts(), FileTally())
+    merge = _Merge(g, MergeCounts(), FileTally(), repeats)
     done = 0
     for record in records:
         if isinstance(record, Entity):
