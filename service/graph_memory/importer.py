@@ -34,7 +34,7 @@ from graph_memory.errors import GraphError, LegacyFormatError, OutputError
 from graph_memory.hints import graph_memory_command
 from graph_memory.legacy import LegacyGraph, LegacyRecord, LegacyRelation, LegacyStream, write_legacy
 from graph_memory.logs import get_logger
-from graph_memory.merge import BATCH_RECORDS, FileTally, merge_records
+from graph_memory.merge import BATCH_ROWS, FileTally, merge_records
 from graph_memory.meshfile import stream_memory_file
 from graph_memory.models import Entity, Relation
 
@@ -164,11 +164,11 @@ def _complete_summary(report: ImportReport, tally: FileTally) -> None:
 
 def _load(backend: Backend, legacy: LegacyGraph | LegacyStream, *, source: str, progress: Progress | None,
           first_start: bool = False, record: FileState | None = None,
-          batch: int = BATCH_RECORDS) -> ImportReport | None:
+          batch: int = BATCH_ROWS) -> ImportReport | None:
     """The import transaction. With ``first_start`` it runs only while the database still owes
     its first-start import (which it then clears), else returns None; with ``record`` it writes
     the import record (kind first_start or import) in the same transaction. The merge reads the
-    records of ``legacy`` in file order and writes them ``batch`` at a time
+    records of ``legacy`` in file order and writes their observations ``batch`` at a time
     (:func:`graph_memory.merge.merge_records`)."""
     entities = legacy.entity_records if isinstance(legacy, LegacyStream) else len(legacy.entities)
     # What the merge must remember: a stream's repeats (a reconciled graph has none)
@@ -209,9 +209,9 @@ def _load(backend: Backend, legacy: LegacyGraph | LegacyStream, *, source: str, 
 
 def load_graph(backend: Backend, legacy: LegacyGraph | LegacyStream, *, source: str,
                progress: Progress | None = None, record: FileState | None = None,
-               batch: int = BATCH_RECORDS) -> ImportReport:
+               batch: int = BATCH_ROWS) -> ImportReport:
     """Merge ``legacy`` (a reconciled graph, or a checked file streamed record by record) into
-    ``backend``'s graph in one write transaction, ``batch`` records at a time (memory: the
+    ``backend``'s graph in one write transaction, observations ``batch`` at a time (memory: the
     file's bytes, one batch, and the file's entity names).
 
     With ``record`` (the file's state, taken before it was read) the same transaction records the

@@ -28,11 +28,12 @@ from graph_memory.db.backend import Graph
 from graph_memory.legacy import LegacyRecord, LegacyRelation
 from graph_memory.models import Entity, Relation
 
-__all__ = ["BATCH_RECORDS", "FileTally", "MergeCounts", "merge_records"]
+__all__ = ["BATCH_ROWS", "FileTally", "MergeCounts", "merge_records"]
 
-# Records read before their rows are written together; the observations of a batch go in one
-# executemany. Memory grows with it; beyond a few thousand it buys little speed.
-BATCH_RECORDS = 5_000
+# Observations buffered before they are written together (one executemany); entities and
+# relations are written as read, one statement each. Memory grows with it; beyond a few thousand
+# it buys little speed.
+BATCH_ROWS = 5_000
 
 
 class _Progress(Protocol):
@@ -190,12 +191,12 @@ class _Merge:
 
 
 def merge_records(g: Graph, records: Iterable[LegacyRecord], *, progress: _Progress | None = None,
-                  batch: int = BATCH_RECORDS, progress_every: int = 1_000,
+                  batch: int = BATCH_ROWS, progress_every: int = 1_000,
                   repeats: tuple[Collection[int], Collection[int]] | None = None) -> tuple[MergeCounts, FileTally]:
     """Merge ``records`` (a file's entity and relation lines in file order) into the graph of
     ``g``'s write transaction (see the module docstring for the rules); returns the database-side
-    counts and what the file reconciled. ``batch``: records between writes of the observations
-    buffered (a parameter for tests; the default suits any file). ``progress.advance(n)`` is
+    counts and what the file reconciled. ``batch``: observations buffered before they are
+    written together (a parameter for tests; the default suits any file). ``progress.advance(n)`` is
     called every ``progress_every`` records and once at the end. ``repeats``: the ``hash()`` of
     every entity name and of every relation key that occurs more than once in ``records`` (more
     may be given), so that only those are remembered; None remembers every stored one met.
