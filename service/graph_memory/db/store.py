@@ -40,11 +40,9 @@ T = TypeVar("T")
 # copying the rest in one step, and busy steps tolerated before giving up.
 _MAX_RESTARTS = 3
 _BACKUP_BUSY_RETRIES = 50
-# Page cache of a large write (an import), in KiB as SQLite's negative cache_size means (192 MiB,
-# used only as needed): the unique indexes of names and triples are written in random order, and
-# at 1,000,000 entities they outgrow a smaller cache, whose evicted pages are read back again and
-# again (the whole import then holds under 1 GB with the file's bytes).
-_LARGE_WRITE_CACHE_KIB = -196_608
+# Page cache of a large write (an import), in KiB as SQLite's negative cache_size means (64 MiB,
+# used only as needed).
+_LARGE_WRITE_CACHE_KIB = -65_536
 log = get_logger("graph_memory.store")
 # The connection graph operations receive inside a transaction (for annotations outside db/).
 Connection = apsw.Connection
