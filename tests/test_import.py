@@ -19,7 +19,7 @@ from graph_memory.db.backend import SqliteBackend
 from graph_memory.db.store import Store
 from graph_memory.errors import LegacyFormatError, StoreError
 from graph_memory.importer import FileState, ImportReport, load_graph, plan_graph
-from graph_memory.legacy import LegacyGraph, parse_legacy, read_legacy
+from graph_memory.legacy import LegacyGraph, read_legacy, stream_legacy
 from graph_memory.logs import configure_logging
 from graph_memory.models import Entity, Relation
 
@@ -34,9 +34,9 @@ def _quiet_logs() -> Any:
 
 
 def import_file(store: Store, path: Any, *, skip_invalid: bool = False) -> ImportReport:
-    """What ``graph-memory import PATH`` does: the file's state, read it, merge it (recorded)."""
+    """What ``graph-memory import PATH`` does: the file's state, check it, merge it streamed (recorded)."""
     state, data = FileState.read(path)
-    legacy = parse_legacy(data, skip_invalid=skip_invalid, path=str(path))
+    legacy = stream_legacy(data, skip_invalid=skip_invalid, path=str(path))
     return load_graph(SqliteBackend(store), legacy, source=str(path), record=state)
 
 

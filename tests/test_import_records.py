@@ -242,16 +242,16 @@ def test_of_two_starts_that_both_saw_the_duty_only_one_imports(tmp_path: Path,
     legacy.write_bytes(GOOD)
     db = tmp_path / "memory.db"
     slow, fast = Store.open(db), Store.open(db)
-    real_parse = importer.parse_memory_file
+    real_parse = importer.stream_memory_file
     other: list[importer.ImportReport | None] = []
 
     def parse_while_the_other_imports(data: Any, **kwargs: Any) -> Any:
         # ``slow`` has seen the import duty; ``fast`` does the whole import meanwhile.
-        monkeypatch.setattr(importer, "parse_memory_file", real_parse)
+        monkeypatch.setattr(importer, "stream_memory_file", real_parse)
         other.append(first_start_import(SqliteBackend(fast), [legacy]))
         return real_parse(data, **kwargs)
 
-    monkeypatch.setattr(importer, "parse_memory_file", parse_while_the_other_imports)
+    monkeypatch.setattr(importer, "stream_memory_file", parse_while_the_other_imports)
     try:
         assert first_start_import(SqliteBackend(slow), [legacy]) is None
     finally:

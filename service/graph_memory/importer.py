@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import chain
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol, TextIO
 
@@ -31,9 +32,10 @@ from graph_memory.db.paths import fsync_directory
 from graph_memory.db.records import ImportRecord
 from graph_memory.errors import GraphError, LegacyFormatError, OutputError
 from graph_memory.hints import graph_memory_command
-from graph_memory.legacy import LegacyGraph, write_legacy
+from graph_memory.legacy import LegacyGraph, LegacyRecord, LegacyRelation, LegacyStream, write_legacy
 from graph_memory.logs import get_logger
-from graph_memory.meshfile import parse_memory_file
+from graph_memory.merge import BATCH_ROWS, FileTally, merge_records
+from graph_memory.meshfile import stream_memory_file
 from graph_memory.models import Entity, Relation
 
 __all__ = ["FileState", "ImportRecord", "ImportReport", "Progress", "export_file", "first_start_import",
@@ -42,8 +44,7 @@ __all__ = ["FileState", "ImportRecord", "ImportReport", "Progress", "export_file
 
 log = get_logger("graph_memory.importer")
 
-# Observations buffered before one executemany; progress is reported every this many items.
-_FLUSH_ROWS = 10_000
+# Progress is reported every this many items.
 _PROGRESS_EVERY = 1_000
 
 
@@ -79,11 +80,14 @@ class ImportReport:
     invalid_lines: list[tuple[int, str]] = field(default_factory=list)
 
     @classmethod
-    def for_graph(cls, legacy: LegacyGraph, *, source: str, database: str | None, dry_run: bool) -> ImportReport:
-        """An empty report carrying the file's own summary and listed lines."""
-        return cls(source=source, database=database, dry_run=dry_run, file=legacy.summary(),
-                   skipped_lines=[(s.line, s.reason) for s in legacy.skipped_lines],
-                   invalid_lines=[(s.line, s.reason) for s in legacy.invalid_lines])
+    def for_graph(cls, legacy: LegacyGraph | LegacyStream, *, source: str, database: str | None,
+                  dry_run: bool) -> ImportReport:
+        """An empty report carrying the file's own summary and listed lines (of a stream: what its
+        check counted; the merge completes the summary)."""
+        graph = legacy.scan if isinstance(legacy, LegacyStream) else legacy
+        return cls(source=source, database=database, dry_run=dry_run, file=graph.summary(),
+                   skipped_lines=[(s.line, s.reason) for s in graph.skipped_lines],
+                   invalid_lines=[(s.line, s.reason) for s in graph.invalid_lines])
 
     def counts(self) -> dict[str, int]:
         """The database-side counts as ``{name: int}``."""
@@ -121,30 +125,11 @@ class _AlreadyImported(Exception):
     """Raised inside the first-start transaction when another process did the import first."""
 
 
-def _merge(g: Graph, legacy: LegacyGraph, report: ImportReport, *, write: bool,
-           progress: Progress | None) -> None:
-    """Decide, entity by entity and relation by relation, what the file adds; write it when
-    ``write``. The decisions only read rows that exist before the call (the reader already merged
-    duplicate names and triples), so a dry run and a real import count exactly alike."""
-    pending: list[tuple[int, str]] = []
-
-    def flush() -> None:
-        if pending:
-            g.insert_observations(pending)
-            pending.clear()
-
-    done = 0
-    created_inverses: list[tuple[str, str, str]] = []
+def _plan(g: Graph, legacy: LegacyGraph, report: ImportReport) -> None:
+    """Decide, entity by entity and relation by relation, what the reconciled file would add,
+    with reads only (a dry run): the counts :func:`graph_memory.merge.merge_records` writes."""
     for entity in legacy.entities:
-        found = None
-        if write:  # one statement for a new entity; a conflict means it exists
-            created_id = g.insert_entity(entity.name, entity.entity_type)
-            if created_id is None:
-                found = g.find_entity(entity.name)
-            else:
-                pending.extend((created_id, o) for o in entity.observations)
-        else:
-            found = g.find_entity(entity.name)
+        found = g.find_entity(entity.name)
         if found is None:
             report.entities_created += 1
             report.observations_added += len(entity.observations)
@@ -154,38 +139,42 @@ def _merge(g: Graph, legacy: LegacyGraph, report: ImportReport, *, write: bool,
             report.type_conflicts += entity_type != entity.entity_type
             if entity.observations:
                 have = g.observation_contents(entity_id)
-                new = [o for o in entity.observations if o not in have]
-                report.observations_added += len(new)
-                if write:
-                    pending.extend((entity_id, o) for o in new)
-        if len(pending) >= _FLUSH_ROWS:
-            flush()
-        done += 1
-        if progress and done % _PROGRESS_EVERY == 0:
-            progress.advance(_PROGRESS_EVERY)
-    flush()
+                report.observations_added += sum(1 for o in entity.observations if o not in have)
     for relation in legacy.relations:
-        created = g.insert_relation(relation) if write else not g.relation_exists(relation)
-        if created:
-            report.relations_created += 1
-            if write and relation.key in legacy.inverse_of:  # the file recorded it as a materialized inverse
-                created_inverses.append(relation.key)
-        else:
+        if g.relation_exists(relation):
             report.relations_skipped += 1
-        done += 1
-        if progress and done % _PROGRESS_EVERY == 0:
-            progress.advance(_PROGRESS_EVERY)
-    for key in created_inverses:  # after every relation: a primary may come later in the file
-        g.link_inverse(key, legacy.inverse_of[key])
-    if progress:
-        progress.advance(done % _PROGRESS_EVERY)
+        else:
+            report.relations_created += 1
 
 
-def _load(backend: Backend, legacy: LegacyGraph, *, source: str, progress: Progress | None,
-          first_start: bool = False, record: FileState | None = None) -> ImportReport | None:
+def _records(legacy: LegacyGraph | LegacyStream) -> Iterator[LegacyRecord]:
+    """The records of ``legacy`` in file order: a stream's lines, or a reconciled graph's
+    entities then relations (each with the ``inverseOf`` the file gave it)."""
+    if isinstance(legacy, LegacyStream):
+        return legacy.records()
+    return chain(legacy.entities, (LegacyRelation(r, legacy.inverse_of.get(r.key)) for r in legacy.relations))
+
+
+def _complete_summary(report: ImportReport, tally: FileTally) -> None:
+    """A stream's ``file`` summary: the check's counts with what the merge reconciled."""
+    for name in ("entities", "observations", "relations", "merged_entities", "type_conflicts",
+                 "collapsed_observations", "duplicate_relations", "dangling_relations"):
+        report.file[name] = getattr(tally, name)
+
+
+def _load(backend: Backend, legacy: LegacyGraph | LegacyStream, *, source: str, progress: Progress | None,
+          first_start: bool = False, record: FileState | None = None,
+          batch: int = BATCH_ROWS) -> ImportReport | None:
     """The import transaction. With ``first_start`` it runs only while the database still owes
     its first-start import (which it then clears), else returns None; with ``record`` it writes
-    the import record (kind first_start or import) in the same transaction."""
+    the import record (kind first_start or import) in the same transaction. The merge reads the
+    records of ``legacy`` in file order and writes their observations ``batch`` at a time
+    (:func:`graph_memory.merge.merge_records`)."""
+    entities = legacy.entity_records if isinstance(legacy, LegacyStream) else len(legacy.entities)
+    # What the merge must remember: a stream's repeats (a reconciled graph has none)
+    repeats = ((legacy.repeated_names, legacy.repeated_triples) if isinstance(legacy, LegacyStream)
+               else ((), ()))
+
     def indexing() -> None:
         if progress:
             progress.phase("indexing")
@@ -200,8 +189,14 @@ def _load(backend: Backend, legacy: LegacyGraph, *, source: str, progress: Progr
         if progress:
             progress.phase("importing")
         # The graph keeps the search index in step the cheapest way for a merge of this size.
-        with g.merging(len(legacy.entities), on_rebuild=indexing):
-            _merge(g, legacy, report, write=True, progress=progress)
+        with g.merging(entities, on_rebuild=indexing):
+            counts, tally = merge_records(g, _records(legacy), progress=progress, batch=batch,
+                                          progress_every=_PROGRESS_EVERY, repeats=repeats)
+        for name in ("entities_created", "entities_merged", "type_conflicts", "observations_added",
+                     "relations_created", "relations_skipped"):
+            setattr(report, name, getattr(counts, name))
+        if isinstance(legacy, LegacyStream):
+            _complete_summary(report, tally)
         if record is not None:
             _insert_record(g, "first_start" if first_start else "import", record, report)
         return report
@@ -212,9 +207,12 @@ def _load(backend: Backend, legacy: LegacyGraph, *, source: str, progress: Progr
         return None
 
 
-def load_graph(backend: Backend, legacy: LegacyGraph, *, source: str, progress: Progress | None = None,
-               record: FileState | None = None) -> ImportReport:
-    """Merge ``legacy`` into ``backend``'s graph in one write transaction.
+def load_graph(backend: Backend, legacy: LegacyGraph | LegacyStream, *, source: str,
+               progress: Progress | None = None, record: FileState | None = None,
+               batch: int = BATCH_ROWS) -> ImportReport:
+    """Merge ``legacy`` (a reconciled graph, or a checked file streamed record by record) into
+    ``backend``'s graph in one write transaction, observations ``batch`` at a time (memory: the
+    file's bytes, one batch, and the file's entity names).
 
     With ``record`` (the file's state, taken before it was read) the same transaction records the
     import in ``legacy_imports`` as kind ``import``. Any import also clears a first-start import
@@ -229,14 +227,15 @@ def load_graph(backend: Backend, legacy: LegacyGraph, *, source: str, progress: 
     Raises:
         StoreError: the database could not be written (nothing was).
     """
-    report = _load(backend, legacy, source=source, progress=progress, record=record)
+    report = _load(backend, legacy, source=source, progress=progress, record=record, batch=batch)
     assert report is not None
     return report
 
 
-def read_legacy_file(path: str, *, skip_invalid: bool, database: Path | str) -> tuple[FileState, LegacyGraph]:
-    """Read and parse the legacy file ``path`` once, for ``graph-memory import`` into ``database``:
-    its state (what the import record describes) and its graph.
+def read_legacy_file(path: str, *, skip_invalid: bool, database: Path | str) -> tuple[FileState, LegacyStream]:
+    """Read the legacy file ``path`` once and check every line, for ``graph-memory import`` into
+    ``database``: its state (what the import record describes) and its records
+    (:meth:`LegacyStream.graph` parses them whole, e.g. for a dry run).
 
     Raises:
         LegacyFormatError: the file cannot be read or (without ``skip_invalid``) has a bad line;
@@ -245,7 +244,7 @@ def read_legacy_file(path: str, *, skip_invalid: bool, database: Path | str) -> 
     """
     try:
         state, data = FileState.read(path)
-        return state, parse_memory_file(data, skip_invalid=skip_invalid, path=path)
+        return state, stream_memory_file(data, skip_invalid=skip_invalid, path=path)
     except LegacyFormatError as exc:
         skipping = graph_memory_command("import", "--skip-invalid", Path(path).absolute(), database=database)
         hint = "" if skip_invalid or not exc.skippable else (
@@ -253,15 +252,18 @@ def read_legacy_file(path: str, *, skip_invalid: bool, database: Path | str) -> 
         raise exc.advised(f". Nothing was imported{hint}") from exc
 
 
-def plan_graph(backend: Backend | None, legacy: LegacyGraph, *, source: str,
+def plan_graph(backend: Backend | None, legacy: LegacyGraph | LegacyStream, *, source: str,
                database: str | None = None) -> ImportReport:
-    """What :func:`load_graph` would do, computed with reads only (a dry run; nothing is written).
+    """What :func:`load_graph` would do, computed with reads only (a dry run; nothing is written;
+    a stream is parsed whole first).
 
     Args:
         backend: the database to compare with, or ``None`` for one that does not exist yet (or has
             no tables): everything in the file would be created.
         database: the database path to name in the report when ``backend`` is None.
     """
+    if isinstance(legacy, LegacyStream):
+        legacy = legacy.graph()
     report = ImportReport.for_graph(legacy, source=source, dry_run=True,
                                     database=str(backend.path) if backend else database)
     if backend is None:
@@ -271,7 +273,7 @@ def plan_graph(backend: Backend | None, legacy: LegacyGraph, *, source: str,
         return report
 
     def run(g: Graph) -> None:
-        _merge(g, legacy, report, write=False, progress=None)
+        _plan(g, legacy, report)
 
     backend.run_read(run)
     return report
@@ -424,7 +426,7 @@ def _import_on_first_start(backend: Backend, legacy_path: Path, progress: Progre
     try:
         state, data = FileState.read(legacy_path)
         log.info("legacy_import_started", path=state.path, database=str(backend.path), bytes=state.size_bytes)
-        legacy = parse_memory_file(data, path=str(legacy_path))
+        legacy = stream_memory_file(data, path=str(legacy_path))
     except LegacyFormatError as exc:
         command = graph_memory_command("import", "--skip-invalid", exc.path or "FILE", database=backend.path)
         what_to_do = (f"Fix that line, or import what can be read with: {command}" if exc.skippable else

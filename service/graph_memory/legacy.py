@@ -37,9 +37,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
+
+import orjson
 
 from graph_memory.errors import LegacyFormatError
 from graph_memory.hints import graph_memory_command, shell_quote
@@ -51,14 +54,19 @@ __all__ = [
     "REFERENCE",
     "Dialect",
     "LegacyGraph",
+    "LegacyRecord",
+    "LegacyRelation",
+    "LegacyStream",
     "SkippedLine",
     "iter_legacy_lines",
     "parse_legacy",
     "read_legacy",
+    "stream_legacy",
     "write_legacy",
 ]
 
 _JSON_WS = " \t\r\n"
+_NOT_JSON_WS = re.compile(rb"[^ \t\r\n]")
 _BOM = "\ufeff"
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _DECODER = json.JSONDecoder(strict=False)
@@ -242,6 +250,7 @@ class _Builder:
         self.entities: dict[str, Entity] = {}
         self.relations: dict[tuple[str, str, str], Relation] = {}
         self.graph = LegacyGraph(entities=[], relations=[])
+        self.lines = 0
 
     def reject(self, line: int | None, reason: str, *, offset: int | None = None) -> None:
         """Record an invalid line (``skip_invalid``) or refuse the file."""
@@ -296,9 +305,9 @@ class _Builder:
             known += ("weight" in obj) + ("inverseOf" in obj)
         self.graph.unknown_keys += len(obj) - known
 
-    def finish(self, lines: int) -> LegacyGraph:
+    def finish(self) -> LegacyGraph:
         graph = self.graph
-        graph.lines = lines
+        graph.lines = self.lines
         graph.entities = list(self.entities.values())
         graph.relations = list(self.relations.values())
         graph.invalid_lines.sort(key=lambda s: s.line)  # bad UTF-8 is found before the JSON
@@ -361,7 +370,8 @@ def _surely_jsonl(data: bytes) -> bool:
     so the whole text cannot be one JSON document. Then it is read line by line, never decoded
     whole (a 1,000,000-entity file would be held again as text, and again as lines)."""
     end = data.find(b"\n")
-    if end == -1 or not data[end + 1:].strip(_JSON_WS.encode()):
+    # searched in place: a slice of the rest would copy the whole file
+    if end == -1 or _NOT_JSON_WS.search(data, end + 1) is None:
         return False
     first = data[:end].decode("utf-8").removeprefix(_BOM).strip(_JSON_WS)
     try:
@@ -385,8 +395,9 @@ def _as_document(text: str, keys: tuple[str, str] = REFERENCE.document_keys) -> 
     return None
 
 
-def _parse_document(doc: dict[str, Any], builder: _Builder) -> LegacyGraph:
-    """Import ``{"entities": [...], "relations": [...]}``; item faults name ``entities[i]``."""
+def _scan_document(doc: dict[str, Any], builder: _Builder) -> Iterator[None]:
+    """Import ``{"entities": [...], "relations": [...]}`` into ``builder``, yielding after each
+    item; item faults name ``entities[i]``."""
     entities_key, relations_key = builder.dialect.document_keys
     builder.graph.unknown_keys += len(doc.keys() - {entities_key, relations_key})
     tags = {"entity": builder.dialect.entity, "relation": builder.dialect.relation}
@@ -401,16 +412,20 @@ def _parse_document(doc: dict[str, Any], builder: _Builder) -> LegacyGraph:
                 builder.add_object(item, kind)
             except _Invalid as exc:
                 builder.reject(None, f"{key}[{index}]: {tags[kind]}: {exc.args[0]}")
-    return builder.finish(1)
+            yield
+    builder.lines = 1
 
 
-def _parse_lines(lines: Iterable[str | None], builder: _Builder) -> LegacyGraph:
-    """Import JSONL lines (``None`` = already rejected); line numbers are 1-based."""
+def _scan_lines(lines: Iterable[str | None], builder: _Builder) -> Iterator[None]:
+    """Import JSONL lines (``None`` = already rejected) into ``builder``, yielding after each
+    line; line numbers are 1-based."""
     skipped = builder.graph.skipped_lines
-    decode = _DECODER.decode
+    decode, fast_decode = _DECODER.decode, orjson.loads
     kinds = {builder.dialect.entity: "entity", builder.dialect.relation: "relation"}
     number = 0
     for number, line in enumerate(lines, 1):
+        if number > 1:
+            yield  # after the line before: what it added is complete
         if line is None:
             continue
         if line.endswith("\r"):
@@ -418,10 +433,15 @@ def _parse_lines(lines: Iterable[str | None], builder: _Builder) -> LegacyGraph:
         if not line.strip(_JSON_WS):
             continue
         try:
-            obj = decode(line)
-        except json.JSONDecodeError:
-            builder.reject(number, _diagnose(line))
-            continue
+            obj = fast_decode(line)
+        except orjson.JSONDecodeError:
+            # orjson is strict: raw control characters in strings, lone surrogate escapes, NaN,
+            # integers past 64 bits: the tolerant reader decides.
+            try:
+                obj = decode(line)
+            except json.JSONDecodeError:
+                builder.reject(number, _diagnose(line))
+                continue
         if type(obj) is not dict:
             builder.reject(number, f"not a JSON object (got {json_type(obj)})")
             continue
@@ -439,7 +459,8 @@ def _parse_lines(lines: Iterable[str | None], builder: _Builder) -> LegacyGraph:
             builder.add_object(obj, kind)
         except _Invalid as exc:
             builder.reject(number, f"{tag}: {exc.args[0]}")
-    return builder.finish(number)
+    builder.lines = number
+    yield
 
 
 def parse_legacy(data: bytes, *, skip_invalid: bool = False, path: str | None = None,
@@ -467,6 +488,16 @@ def parse_legacy(data: bytes, *, skip_invalid: bool = False, path: str | None = 
 
     Rules: docs/INTERFACE.md "Legacy JSONL" and the reference server's ``loadGraph``.
     """
+    builder = _Builder(skip_invalid, path, dialect)
+    for _ in _scan(data, builder):
+        pass
+    return builder.finish()
+
+
+def _scan(data: bytes, builder: _Builder) -> Iterator[None]:
+    """Read ``data`` (a whole legacy file) into ``builder`` line by line (item by item for the
+    single-document form), yielding after each; :func:`parse_legacy` gives the rules and errors."""
+    path, skip_invalid = builder.path, builder.skip_invalid
     if data.startswith(_SQLITE_HEADER):
         if path is not None and os.path.splitext(path)[1].lower() not in (".jsonl", ".json"):
             raise LegacyFormatError("this is a SQLite database, not a reference-server memory file; to copy "
@@ -478,10 +509,10 @@ def parse_legacy(data: bytes, *, skip_invalid: bool = False, path: str | None = 
                                 "graph-memory database, give it a name ending in .db (e.g. mv "
                                 f"{shell_quote(path or 'FILE')} {shell_quote(_db_name(path))}) and point "
                                 "MEMORY_FILE_PATH (or --database) at that name", path=path)
-    builder = _Builder(skip_invalid, path, dialect)
     error = _first_utf8_error(data)
     if error is None and _surely_jsonl(data):
-        return _parse_lines(_iter_lines(data, builder), builder)
+        yield from _scan_lines(_iter_lines(data, builder), builder)
+        return
     try:
         if error is not None:
             raise error
@@ -496,12 +527,133 @@ def parse_legacy(data: bytes, *, skip_invalid: bool = False, path: str | None = 
                 offset=exc.start,
                 skippable=True,  # --skip-invalid skips that line only
             ) from None
-        return _parse_lines(_iter_lines(data, builder), builder)
+        yield from _scan_lines(_iter_lines(data, builder), builder)
+        return
     text = text.removeprefix(_BOM)
-    doc = _as_document(text, dialect.document_keys)
+    doc = _as_document(text, builder.dialect.document_keys)
     if doc is not None:
-        return _parse_document(builder.replace_surrogates(doc) if "\\u" in text else doc, builder)
-    return _parse_lines(_split_text(text), builder)
+        yield from _scan_document(builder.replace_surrogates(doc) if "\\u" in text else doc, builder)
+        return
+    yield from _scan_lines(_split_text(text), builder)
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyRelation:
+    """A relation line of a streamed file: the relation (its ``weight`` read, else 1.0) and its
+    ``inverseOf`` (the relation type of the primary it is the materialized inverse of), if any."""
+
+    relation: Relation
+    inverse_of: str | None = None
+
+
+LegacyRecord = Entity | LegacyRelation
+"""One entity or relation line (or item) of a file, as read: nothing merged with other lines."""
+
+
+class _Checker(_Builder):
+    """Validates every line and counts the records, keeping none but the hashes of names and
+    triples, to tell which may repeat (:func:`stream_legacy`)."""
+
+    def __init__(self, skip_invalid: bool, path: str | None, dialect: Dialect) -> None:
+        super().__init__(skip_invalid, path, dialect)
+        self.entity_records = 0
+        self.relation_records = 0
+        self.name_hashes: set[int] = set()
+        self.triple_hashes: set[int] = set()
+        self.repeated_names: set[int] = set()
+        self.repeated_triples: set[int] = set()
+
+    def add_entity(self, name: str, entity_type: str, observations: list[str]) -> None:
+        self.entity_records += 1
+        _note(hash(name), self.name_hashes, self.repeated_names)
+
+    def add_relation(self, source: str, target: str, relation_type: str, weight: float = DEFAULT_WEIGHT,
+                     inverse_of: str | None = None) -> None:
+        self.relation_records += 1
+        _note(hash((source, target, relation_type)), self.triple_hashes, self.repeated_triples)
+
+
+def _note(value: int, seen: set[int], repeated: set[int]) -> None:
+    if value in seen:
+        repeated.add(value)
+    else:
+        seen.add(value)
+
+
+class _Collector(_Builder):
+    """Hands each record on as read (:meth:`LegacyStream.records`)."""
+
+    def __init__(self, skip_invalid: bool, path: str | None, dialect: Dialect) -> None:
+        super().__init__(skip_invalid, path, dialect)
+        self.out: list[LegacyRecord] = []
+
+    def add_entity(self, name: str, entity_type: str, observations: list[str]) -> None:
+        self.out.append(Entity(name, entity_type, observations))
+
+    def add_relation(self, source: str, target: str, relation_type: str, weight: float = DEFAULT_WEIGHT,
+                     inverse_of: str | None = None) -> None:
+        self.out.append(LegacyRelation(Relation(source, target, relation_type, weight), inverse_of))
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyStream:
+    """A legacy file checked whole (every line validated as :func:`parse_legacy` does, nothing
+    kept), to be read again record by record, as often as needed (a retried transaction reads it
+    again): an import of it holds the file's bytes and one record at a time, not its graph.
+
+    ``scan`` carries what the check counted (``lines``, ``unknown_keys``, ``replaced_surrogates``,
+    ``skipped_lines``, ``invalid_lines``); its entities, relations and reconciliation counters
+    are empty, since merging lines is the importer's part. ``entity_records`` and
+    ``relation_records`` count the lines (or items) read as each. ``repeated_names`` and
+    ``repeated_triples`` hold the ``hash()`` (of this process) of every entity name and every
+    ``(from, to, relationType)`` that occurs more than once, and rarely of others (hashes may
+    collide): what a merge must remember beyond one record.
+    """
+
+    data: bytes
+    path: str | None
+    skip_invalid: bool
+    dialect: Dialect
+    scan: LegacyGraph
+    entity_records: int
+    relation_records: int
+    repeated_names: frozenset[int] = frozenset()
+    repeated_triples: frozenset[int] = frozenset()
+
+    def records(self) -> Iterator[LegacyRecord]:
+        """Every entity and relation line in file order, as read (observations as written, with
+        any repeats; lone surrogates replaced): lines the check skipped are skipped.
+
+        Raises:
+            LegacyFormatError: a bad line without ``skip_invalid`` (only when ``data`` is not what
+                was checked: the check refused such a file already).
+        """
+        collector = _Collector(self.skip_invalid, self.path, self.dialect)
+        out = collector.out
+        for _ in _scan(self.data, collector):
+            if out:
+                yield from out
+                out.clear()
+
+    def graph(self) -> LegacyGraph:
+        """The whole file reconciled (:func:`parse_legacy`), e.g. for a dry run."""
+        return parse_legacy(self.data, skip_invalid=self.skip_invalid, path=self.path, dialect=self.dialect)
+
+
+def stream_legacy(data: bytes, *, skip_invalid: bool = False, path: str | None = None,
+                  dialect: Dialect = REFERENCE) -> LegacyStream:
+    """Check the bytes of a legacy memory file line by line and return them as a
+    :class:`LegacyStream` (same arguments, rules and errors as :func:`parse_legacy`).
+
+    Raises:
+        LegacyFormatError: as :func:`parse_legacy`.
+    """
+    checker = _Checker(skip_invalid, path, dialect)
+    for _ in _scan(data, checker):
+        pass
+    return LegacyStream(data, path, skip_invalid, dialect, checker.finish(), checker.entity_records,
+                        checker.relation_records, frozenset(checker.repeated_names),
+                        frozenset(checker.repeated_triples))
 
 
 def _db_name(path: str | None) -> str:

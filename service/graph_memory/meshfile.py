@@ -24,15 +24,17 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
-from graph_memory.legacy import REFERENCE, Dialect, LegacyGraph, parse_legacy
+from graph_memory.legacy import REFERENCE, Dialect, LegacyGraph, LegacyStream, parse_legacy, stream_legacy
 from graph_memory.models import Entity, Relation
 
-__all__ = ["MEMORYMESH", "detect", "iter_memorymesh_lines", "parse_memory_file", "write_memorymesh"]
+__all__ = ["MEMORYMESH", "detect", "iter_memorymesh_lines", "parse_memory_file", "stream_memory_file",
+           "write_memorymesh"]
 
 MEMORYMESH = Dialect(entity="node", relation="edge", entity_fields=("name", "nodeType", "metadata"),
                      relation_fields=("from", "to", "edgeType"), document_keys=("nodes", "edges"))
 """MemoryMesh's words for :func:`graph_memory.legacy.parse_legacy`."""
 
+_HEAD_BYTES = 1 << 16
 _TAGS = {"node": MEMORYMESH, "edge": MEMORYMESH, "entity": REFERENCE, "relation": REFERENCE}
 
 
@@ -40,16 +42,24 @@ def detect(data: bytes) -> Dialect:
     """The format of a memory file's bytes: :data:`MEMORYMESH` when its first line with a known
     ``"type"`` is a node or an edge (or it is one document with ``nodes``/``edges``), else the
     reference server's (also for a file that says neither: the reference reader then explains)."""
-    text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
-    stripped = text.strip()
-    if stripped.startswith("{") and "\n{" not in stripped:  # perhaps one document
+    # Read line by line from the bytes: decoding a large file whole would hold it again as text
+    # (4 bytes a character once one emoji is in it) and again as a list of lines.
+    head = data[:_HEAD_BYTES].decode("utf-8", errors="replace").removeprefix("\ufeff").lstrip()
+    if head.startswith("{") and data.find(b"\n{", data.find(b"{")) == -1:  # perhaps one document
         try:
-            doc = json.loads(stripped)
+            doc = json.loads(data.decode("utf-8", errors="replace").removeprefix("\ufeff").strip())
         except json.JSONDecodeError:
             doc = None
         if isinstance(doc, dict) and "type" not in doc:
             return MEMORYMESH if ("nodes" in doc or "edges" in doc) else REFERENCE
-    for line in text.split("\n"):
+    start = 0
+    while start < len(data):
+        end = data.find(b"\n", start)
+        end = len(data) if end == -1 else end
+        line = data[start:end].decode("utf-8", errors="replace")
+        if start == 0:
+            line = line.removeprefix("\ufeff")
+        start = end + 1
         if not line.strip():
             continue
         try:
@@ -66,6 +76,12 @@ def parse_memory_file(data: bytes, *, skip_invalid: bool = False, path: str | No
     """Parse a reference-server or MemoryMesh memory file (:func:`detect` tells which) with
     :func:`graph_memory.legacy.parse_legacy`; same result, rules and errors for both."""
     return parse_legacy(data, skip_invalid=skip_invalid, path=path, dialect=detect(data))
+
+
+def stream_memory_file(data: bytes, *, skip_invalid: bool = False, path: str | None = None) -> LegacyStream:
+    """:func:`parse_memory_file` for a streamed import (:func:`graph_memory.legacy.stream_legacy`):
+    the file checked whole, its records read again one at a time."""
+    return stream_legacy(data, skip_invalid=skip_invalid, path=path, dialect=detect(data))
 
 
 def _dumps(obj: dict[str, Any]) -> str:

@@ -697,7 +697,7 @@ def import_file(settings: Settings, file: str, *, skip_invalid: bool = False, dr
     The file is read and parsed first, once (it may be a pipe): a refused file never opens (or
     creates) the database. A dry run opens an existing database without migrating it (none: every
     item would be new); an import opens it migrating (creating a new one). ``progress(total)``
-    (``total``: the file's entities and relations) gives the importer's progress for the import.
+    (``total``: the file's entity and relation lines) gives the importer's progress for the import.
 
     Raises:
         LegacyFormatError: the file cannot be read or has a bad line (nothing was imported).
@@ -712,7 +712,7 @@ def import_file(settings: Settings, file: str, *, skip_invalid: bool = False, dr
         with opened(settings, "current") as backend:  # no tables yet: everything would be new
             return plan_graph(backend if backend.has_graph() else None, legacy, source=file, database=str(path))
     with opened(settings, "migrate") as backend, \
-            progress(len(legacy.entities) + len(legacy.relations)) if progress else nullcontext() as bar:
+            progress(legacy.entity_records + legacy.relation_records) if progress else nullcontext() as bar:
         return load_graph(backend, legacy, source=file, progress=bar, record=state)
 
 

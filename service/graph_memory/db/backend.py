@@ -191,6 +191,11 @@ class Graph(Protocol):
         """Whether ``relation``'s triple is stored."""
         ...
 
+    def relation_id(self, relation: Relation) -> int | None:
+        """The row id of the relation with ``relation``'s triple, or None. Ids grow: the rows a
+        transaction inserts have larger ids than every row before it."""
+        ...
+
     def take_first_start(self, action: str) -> bool:
         """Clear the first-start duty ``action`` ('import' or 'baseline'); True when it was owed."""
         ...
@@ -465,6 +470,9 @@ class SqliteGraph:
 
     def relation_exists(self, relation: Relation) -> bool:
         return graph.relation_exists(self.conn, relation)
+
+    def relation_id(self, relation: Relation) -> int | None:
+        return graph.relation_id(self.conn, relation)
 
     def take_first_start(self, action: str) -> bool:
         return records.take_first_start(self.conn, action)

@@ -330,6 +330,14 @@ def relation_exists(conn: apsw.Connection, relation: Relation) -> bool:
                         (relation.source, relation.target, relation.relation_type)).fetchone() is not None
 
 
+def relation_id(conn: apsw.Connection, relation: Relation) -> int | None:
+    """The id of the relation with ``relation``'s triple, or None (a new row's id is larger
+    than every id before it: the table's ids are never reused while a larger one exists)."""
+    row = conn.execute("SELECT id FROM relations WHERE from_name = ? AND to_name = ? AND relation_type = ?",
+                       (relation.source, relation.target, relation.relation_type)).fetchone()
+    return None if row is None else cast(int, row[0])
+
+
 @contextmanager
 def merging(conn: apsw.Connection, entities: int, *,
             on_rebuild: Callable[[], None] | None = None) -> Iterator[None]:

@@ -299,6 +299,10 @@ class PostgresGraph:
     def relation_exists(self, relation: Relation) -> bool:
         return self._one("SELECT 1 FROM relations WHERE relation_key = %s", (relation_key(*relation.key),)) is not None
 
+    def relation_id(self, relation: Relation) -> int | None:
+        row = self._one("SELECT id FROM relations WHERE relation_key = %s", (relation_key(*relation.key),))
+        return None if row is None else int(row[0])
+
     @contextmanager
     def merging(self, entities: int, *, on_rebuild: Callable[[], None] | None = None) -> Iterator[None]:
         """Around a merge (an import): the documents of every entity it touched are written once,

@@ -1,0 +1,222 @@
+"""Merging a legacy file into the graph record by record, inside the caller's write transaction.
+
+:func:`merge_records` takes the file's entity and relation lines in file order (a
+:class:`~graph_memory.legacy.LegacyStream` reads them again from the file's bytes) and writes
+them in batches, holding one batch and a few per-file indexes rather than the file's graph. It
+makes exactly the decisions of an import of the reconciled graph
+(:func:`graph_memory.legacy.parse_legacy` then the importer's merge): duplicate names within the
+file merge (first position and type kept, observations unioned), repeated triples collapse (the
+first line wins, its weight and ``inverseOf`` too), an entity that exists keeps its type and gains
+only the observations it lacks, a relation that exists is skipped; and it counts what the file
+reconciled (the report's ``file`` summary) as the reader would.
+
+What tells a repeat within the file from a row stored before: the set of the file's entity names
+(also what the dangling count needs, since a relation may name an entity defined later in the
+file), and the relations' row ids (rows this transaction inserts have larger ids than every row
+before it). Beyond that, only the entities and relations that existed before the import and occur
+more than once in the file are remembered, with the file's first type and observations of each
+(``repeats``: hashes of what may occur more than once, from the file's check).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from graph_memory.db.backend import Graph
+from graph_memory.legacy import LegacyRecord, LegacyRelation
+from graph_memory.models import Entity, Relation
+
+__all__ = ["BATCH_ROWS", "FileTally", "MergeCounts", "merge_records"]
+
+# Observations buffered before they are written together (one executemany); entities and
+# relations are written as read, one statement each. Memory grows with it; beyond a few thousand
+# it buys little speed.
+BATCH_ROWS = 5_000
+
+
+class _Progress(Protocol):
+    """What :func:`merge_records` reports to (the importer's ``Progress``)."""
+
+    def advance(self, items: int) -> None:
+        """``items`` more records were merged."""
+
+
+@dataclass(slots=True)
+class MergeCounts:
+    """Database-side counts, as :class:`graph_memory.importer.ImportReport` names them."""
+
+    entities_created: int = 0
+    entities_merged: int = 0
+    type_conflicts: int = 0
+    observations_added: int = 0
+    relations_created: int = 0
+    relations_skipped: int = 0
+
+
+@dataclass(slots=True)
+class FileTally:
+    """What the file reconciled within itself, as :meth:`graph_memory.legacy.LegacyGraph.summary`
+    counts it: distinct ``entities``, their ``observations`` (unioned), distinct ``relations``,
+    ``merged_entities`` (repeated names), ``type_conflicts`` (a repeat with another type),
+    ``collapsed_observations``, ``duplicate_relations``, ``dangling_relations``."""
+
+    entities: int = 0
+    observations: int = 0
+    relations: int = 0
+    merged_entities: int = 0
+    type_conflicts: int = 0
+    collapsed_observations: int = 0
+    duplicate_relations: int = 0
+    dangling_relations: int = 0
+
+
+@dataclass(slots=True)
+class _Merge:
+    g: Graph
+    counts: MergeCounts
+    tally: FileTally
+    # hashes of the names and triples that may occur more than once (None: any may)
+    repeats: tuple[Collection[int], Collection[int]] | None
+    # every entity name of the file so far:
+    names: set[str] = field(default_factory=set)
+    # entities stored before the merge, met in the file: the file's first type and observations
+    stored: dict[str, tuple[str, set[str]]] = field(default_factory=dict)
+    # relations stored before the merge, met in the file
+    stored_relations: set[tuple[str, str, str]] = field(default_factory=set)
+    # the id of the first relation this merge inserted (every later one has a larger id)
+    first_new_relation: int | None = None
+    # the ends of relations that were not (yet) file entities when read
+    endpoints_later: list[tuple[str, str]] = field(default_factory=list)
+    inverses: list[tuple[tuple[str, str, str], str]] = field(default_factory=list)
+    pending: list[tuple[int, str]] = field(default_factory=list)  # observations to insert
+
+    def flush(self) -> None:
+        if self.pending:
+            self.g.insert_observations(self.pending)
+            self.pending.clear()
+
+    def entity(self, entity: Entity) -> None:
+        g, counts, tally = self.g, self.counts, self.tally
+        name = entity.name
+        unique = list(dict.fromkeys(entity.observations))
+        tally.collapsed_observations += len(entity.observations) - len(unique)
+        if name not in self.names:
+            self.names.add(name)
+            tally.entities += 1
+            tally.observations += len(unique)
+            created_id = g.insert_entity(name, entity.entity_type)
+            if created_id is not None:
+                counts.entities_created += 1
+                counts.observations_added += len(unique)
+                self.pending.extend((created_id, o) for o in unique)
+                return
+            found = g.find_entity(name)
+            assert found is not None  # the insert met it
+            entity_id, stored_type = found
+            counts.entities_merged += 1
+            counts.type_conflicts += stored_type != entity.entity_type
+            if self.repeats is None or hash(name) in self.repeats[0]:
+                self.stored[name] = (entity.entity_type, set(unique))
+            if unique:
+                self._add_missing(entity_id, unique)
+            return
+        # A repeat of a name earlier in the file: merged into that entity.
+        tally.merged_entities += 1
+        found = g.find_entity(name)
+        assert found is not None  # written by this merge, or stored before
+        entity_id, stored_type = found
+        first = self.stored.get(name)
+        if first is None:  # created by this merge: its type and observations are the file's
+            tally.type_conflicts += stored_type != entity.entity_type
+            self.flush()
+            have = g.observation_contents(entity_id)
+            new = [o for o in unique if o not in have]
+            tally.collapsed_observations += len(unique) - len(new)
+            tally.observations += len(new)
+            counts.observations_added += len(new)
+            self.pending.extend((entity_id, o) for o in new)
+            return
+        first_type, seen = first
+        tally.type_conflicts += first_type != entity.entity_type
+        new = [o for o in unique if o not in seen]
+        tally.collapsed_observations += len(unique) - len(new)
+        tally.observations += len(new)
+        seen.update(new)
+        if new:
+            self._add_missing(entity_id, new)
+
+    def _add_missing(self, entity_id: int, contents: list[str]) -> None:
+        """Queue the ``contents`` the stored entity ``entity_id`` lacks."""
+        self.flush()
+        have = self.g.observation_contents(entity_id)
+        new = [o for o in contents if o not in have]
+        self.counts.observations_added += len(new)
+        self.pending.extend((entity_id, o) for o in new)
+
+    def relation(self, record: LegacyRelation) -> None:
+        g, relation = self.g, record.relation
+        if g.insert_relation(relation):
+            self.counts.relations_created += 1
+            if self.first_new_relation is None:
+                self.first_new_relation = g.relation_id(relation)
+            if record.inverse_of is not None:
+                self.inverses.append((relation.key, record.inverse_of))
+        else:
+            if self._inserted_here(relation) or relation.key in self.stored_relations:
+                self.tally.duplicate_relations += 1
+                return
+            if self.repeats is None or hash(relation.key) in self.repeats[1]:
+                self.stored_relations.add(relation.key)
+            self.counts.relations_skipped += 1
+        self.tally.relations += 1
+        if relation.source not in self.names or relation.target not in self.names:
+            self.endpoints_later.append((relation.source, relation.target))
+
+    def _inserted_here(self, relation: Relation) -> bool:
+        """Whether the stored relation with ``relation``'s triple was inserted by this merge."""
+        if self.first_new_relation is None:
+            return False
+        row_id = self.g.relation_id(relation)
+        return row_id is not None and row_id >= self.first_new_relation
+
+    def finish(self) -> None:
+        self.flush()
+        names = self.names
+        self.tally.dangling_relations = sum(1 for source, target in self.endpoints_later
+                                            if source not in names or target not in names)
+        for key, primary_type in self.inverses:  # after every relation: a primary may come later
+            self.g.link_inverse(key, primary_type)
+
+
+def merge_records(g: Graph, records: Iterable[LegacyRecord], *, progress: _Progress | None = None,
+                  batch: int = BATCH_ROWS, progress_every: int = 1_000,
+                  repeats: tuple[Collection[int], Collection[int]] | None = None) -> tuple[MergeCounts, FileTally]:
+    """Merge ``records`` (a file's entity and relation lines in file order) into the graph of
+    ``g``'s write transaction (see the module docstring for the rules); returns the database-side
+    counts and what the file reconciled. ``batch``: observations buffered before they are
+    written together (a parameter for tests; the default suits any file). ``progress.advance(n)`` is
+    called every ``progress_every`` records and once at the end. ``repeats``: the ``hash()`` of
+    every entity name and of every relation key that occurs more than once in ``records`` (more
+    may be given), so that only those are remembered; None remembers every stored one met.
+
+    Raises whatever reading ``records`` raises (e.g. LegacyFormatError): the caller's transaction
+    then rolls back, so nothing of the file is written.
+    """
+    merge = _Merge(g, MergeCounts(), FileTally(), repeats)
+    done = 0
+    for record in records:
+        if isinstance(record, Entity):
+            merge.entity(record)
+        else:
+            merge.relation(record)
+        done += 1
+        if len(merge.pending) >= batch:
+            merge.flush()
+        if progress and done % progress_every == 0:
+            progress.advance(progress_every)
+    merge.finish()
+    if progress:
+        progress.advance(done % progress_every)
+    return merge.counts, merge.tally
