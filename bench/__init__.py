@@ -2,9 +2,7 @@
 
 Run ``python -m bench --help``. Modules: ``datagen`` (deterministic unicode graphs in the legacy
 JSONL format), ``servers`` (spawning both servers over MCP stdio), ``workload`` (the measured
-calls), ``stats``, ``report`` (table, Markdown, plot), ``run`` (the command), and
-``pipe_stdio`` (an experiment: our server with stdio on asyncio pipes, measured beside the shipped one;
-the shipped server serves stdio on asyncio pipes itself since issue 15). ``ab`` and ``replies`` compare
+calls), ``stats``, ``report`` (table, Markdown, plot) and ``run`` (the command). ``ab`` and ``replies`` compare
 source trees side by side: point operations (``ab``), and the empty call, ``read_graph`` and peak
 memory (``replies``, with ``--raw`` for the server's own time). ``cold_start`` times a stdio start
 to its first reply beside the SDK's own import.

@@ -75,9 +75,6 @@ def text_table(result: dict[str, Any]) -> str:
     if probe:
         lines.append(f"our empty-call floor by client mode (empty graph): legacy {ms(probe['legacy']['p50'])} ms, "
                      f"auto/2026-07-28 {ms(probe['auto']['p50'])} ms → {probe['chosen']}")
-        if "pipes_legacy" in probe:
-            lines.append("experiment (not shipped): stdio on asyncio pipes, no worker-thread hops "
-                         f"(bench/pipe_stdio.py): floor {ms(probe['pipes_legacy']['p50'])} ms")
     empty = result["empty"]
     lines.append(f"empty graph: ours open_nodes([]) {ms(empty['ours']['floor']['p50'])} ms, unknown tool "
                  f"{ms(empty['ours']['noop']['p50'])} ms" + (
@@ -203,11 +200,10 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
 READING = [
     "- **The floor is the SDK's.** An empty call is a JSON-RPC round trip through the MCP SDK at both "
     "ends; graph-memory's own code is about 20 µs of it (argument parsing, one read transaction, the reply "
-    "text). On the server side the largest part not spent on protocol work is the SDK's stdio transport, "
-    "which reads every line and writes every reply on a worker thread: the experiment above, with the same "
-    "SDK fed by asyncio pipes, shows what removing those hops would give. graph-memory keeps the SDK's "
-    "transport (a maintained library beats our own copy of it). The reference server's Node SDK answers an "
-    "empty call in about half our time.",
+    "text). Since issue 15 graph-memory serves stdio on asyncio pipes itself (the SDK's own transport read "
+    "every line and wrote every reply on a worker thread, three thread hops per call); what remains is the "
+    "SDK's session and request handling in Python. The reference server's Node SDK answers an empty call in "
+    "less time still.",
     "- **Point operations add 0.1–0.5 ms to the floor, and that excess does not grow with the graph.** The "
     "‡ column splits it: the official Python client checks every structured result against the tool's output "
     "schema with `jsonschema` (pure Python), which costs 0.1–0.2 ms for the entity, relations and neighbors "
@@ -301,10 +297,6 @@ def markdown(result: dict[str, Any]) -> str:
                   f"handshake-era `legacy` {ms(probe['legacy']['p50'])} ms, `auto` → 2026-07-28 "
                   f"{ms(probe['auto']['p50'])} ms). The reference server is handshake-era, so it runs in "
                   f"`legacy` mode.", ""]
-        if "pipes_legacy" in probe:
-            lines += [f"Experiment, not shipped: the same server with stdio served on asyncio pipes instead of the "
-                      f"SDK's worker-thread file wrappers (`bench/pipe_stdio.py`) has a floor of "
-                      f"{ms(probe['pipes_legacy']['p50'])} ms on the same empty graph.", ""]
     lines += ["## Summary", "", "| graph | import (CLI), wall / CPU | database | cold start ours | "
               "cold start reference | peak RSS ours | peak RSS reference |", "|---|---|---|---|---|---|---|"]
     for size, s in result["sizes"].items():

@@ -135,10 +135,8 @@ async def cold_start(spec: servers.ServerSpec, name: str, errlog: Any) -> dict[s
 
 
 async def probe_modes(database: Path, errlog: Any, calls: int, alternations: int = 3) -> dict[str, Any]:
-    """Our empty-call floor under each client mode (alternating connections), to pick the fair one;
-    and, alongside, the floor of the stdio-on-pipes experiment (bench.pipe_stdio)."""
-    variants = {"legacy": servers.ours(database, "legacy"), "auto": servers.ours(database, "auto"),
-                "pipes_legacy": servers.ours_on_pipes(database, "legacy")}
+    """Our empty-call floor under each client mode (alternating connections), to pick the fair one."""
+    variants = {"legacy": servers.ours(database, "legacy"), "auto": servers.ours(database, "auto")}
     results: dict[str, list[int]] = {name: [] for name in variants}
     versions: dict[str, str] = {}
     for _ in range(alternations):
@@ -500,7 +498,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         ours_mode = probe["chosen"]
         result["mode_probe"] = probe
         log(f"client mode for ours: {ours_mode} (floor p50 legacy {probe['legacy']['p50']:.3f} ms, "
-            f"auto {probe['auto']['p50']:.3f} ms; pipes experiment {probe['pipes_legacy']['p50']:.3f} ms)")
+            f"auto {probe['auto']['p50']:.3f} ms)")
     else:
         ours_mode = args.mode
     meta["ours_mode"] = ours_mode

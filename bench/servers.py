@@ -66,12 +66,6 @@ def ours(database: Path, mode: str) -> ServerSpec:
     return ServerSpec("ours", graph_memory_command(), (), {"MEMORY_FILE_PATH": str(database)}, mode, "graph-memory")
 
 
-def ours_on_pipes(database: Path, mode: str) -> ServerSpec:
-    """The experiment of :mod:`bench.pipe_stdio`: graph-memory with stdio on asyncio pipes."""
-    return ServerSpec("ours", sys.executable, ("-m", "bench.pipe_stdio"), {"MEMORY_FILE_PATH": str(database)},
-                      mode, "bench.pipe_stdio", cwd=str(REPO))
-
-
 def reference(jsonl: Path) -> ServerSpec:
     """The reference server on ``jsonl``, always with the handshake (it predates 2026-07-28)."""
     node = shutil.which("node")
