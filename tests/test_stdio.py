@@ -306,7 +306,7 @@ def test_a_reply_line_over_the_bound_is_replaced_by_an_error_saying_how_to_ask_f
         for i in range(30)]
     calls += [("read_graph", {}), ("read_graph", {"limit": 5})]
     env = {**server_env(tmp_path, tmp_path / "memory.db"), "MEMORY_MAX_REPLY_BYTES": str(bound)}
-    requests = handshake(*calls) + [{"jsonrpc": "2.0", "id": 99, "method": "ping"}]
+    requests = [*handshake(*calls), {"jsonrpc": "2.0", "id": 99, "method": "ping"}]
     messages, stderr, code = run_session(env, requests)
     assert code == 0, stderr[-2000:]
     by_id = {m["id"]: m for m in messages if "id" in m}
