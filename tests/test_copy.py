@@ -18,7 +18,7 @@ import pytest
 
 from graph_memory import copying
 from graph_memory.db.backend import open_backend
-from graph_memory.errors import InvalidCursor, OutputError
+from graph_memory.errors import GraphError, InvalidCursor, OutputError
 from graph_memory.models import Entity, ObservationUpdate, Relation
 from graph_memory.service import MemoryService, copy_memory, export_graph, import_file, stats
 from graph_memory.settings import Settings
@@ -203,6 +203,33 @@ def test_a_destination_that_is_the_source_or_not_a_database_is_refused(source: S
             copy_memory(source, dest)
     assert not (tmp_path / "memory.db").exists()
 
+
+
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
+def test_a_destination_beside_the_source_as_its_journal_is_refused(source: Settings, tmp_path: Path,
+                                                                   suffix: str) -> None:
+    link = tmp_path / "link.db"
+    link.symlink_to(source.database_path)
+    for named_by, dest in ((source, f"{source.database_path}{suffix}"), (sqlite_settings(link), f"{link}{suffix}"),
+                           (sqlite_settings(link), f"{source.database_path}{suffix}")):
+        with pytest.raises(OutputError, match="a file SQLite keeps beside the database being copied"):
+            copy_memory(named_by, dest)
+        assert not Path(dest).exists()
+
+
+def test_a_destination_that_cannot_be_used_is_refused_naming_to_not_the_source_settings(
+        source: Settings, postgres_url: str, tmp_path: Path) -> None:
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "plain").write_text("not a database\n")
+    wrong = postgres_url.replace(PASSWORD, "hunter2-wrong")
+    for dest in (str(tmp_path / "folder"), str(tmp_path / "plain" / "x.db"), str(tmp_path / "plain"), wrong):
+        with pytest.raises(GraphError) as refused:
+            copy_memory(source, dest)
+        message = str(refused.value)
+        assert "--to" in message, message
+        assert "MEMORY_FILE_PATH" not in message and "--database" not in message, message
+        assert "MEMORY_DATABASE_URL" not in message and "MEMORY_DATABASE_PASSWORD_FILE" not in message, message
+    assert (tmp_path / "plain").read_text() == "not a database\n" and not any((tmp_path / "folder").iterdir())
 
 def test_the_password_never_shows(source: Settings, postgres_url: str, tmp_path: Path) -> None:
     moved = _run("--database", str(source.database_path), "copy", "--to", postgres_url)

@@ -529,6 +529,21 @@ def test_a_database_url_of_another_scheme_is_refused_without_echoing_it() -> Non
     assert "pa55word" not in repr(masked)
 
 
+
+@pytest.mark.parametrize("url", ["postgresql://u:Pa55-word@[::1/db",                 # libpq quotes the whole URL
+                                 "postgresql://u:Pa55%zzword@127.0.0.1:1/db",       # ... or the bad token
+                                 "postgresql://u@127.0.0.1:1/db?password=Pa55%zzword",
+                                 "postgresql://u:Pa55-word@127.0.0.1:1/db?bogus=1"])
+def test_a_url_libpq_cannot_parse_is_refused_without_its_password(url: str, tmp_path: Path) -> None:
+    with pytest.raises(StoreError) as refused:
+        open_backend(Settings.load(database_url=url))
+    assert "Pa55" not in str(refused.value) and "***" in str(refused.value)
+    Store.open(tmp_path / "m.db").close()  # a source to copy, so the destination is opened
+    result = subprocess.run([str(EXE), "copy", "--database", str(tmp_path / "m.db"), "--to", url],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and "error on postgresql://" in result.stderr
+    assert "Pa55" not in result.stdout + result.stderr
+
 # -- the reading options, MemoryMesh edits and the view's reads: the same answers as SQLite ----------
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -319,3 +320,21 @@ def test_a_reply_line_over_the_bound_is_replaced_by_an_error_saying_how_to_ask_f
     assert [e["observations"] for e in page["entities"]] == [[quotes]] * 5 and "nextCursor" in page
     assert by_id[99]["result"] == {}
     assert '"reply_too_large"' in stderr
+
+
+def test_a_tool_listing_over_the_bound_says_to_raise_the_bound_not_to_page(tmp_path: Path) -> None:
+    """A bound set below the server's own tools/list cannot be met by asking for less: its error
+    names the size to set MEMORY_MAX_REPLY_BYTES to, and says nothing of pages; the session goes on."""
+    env = {**server_env(tmp_path, tmp_path / "memory.db"), "MEMORY_MAX_REPLY_BYTES": "9000"}
+    requests = [*handshake(), {"jsonrpc": "2.0", "id": 7, "method": "tools/list"},
+                {"jsonrpc": "2.0", "id": 99, "method": "ping"}]
+    messages, stderr, code = run_session(env, requests)
+    assert code == 0, stderr[-2000:]
+    by_id = {m["id"]: m for m in messages if "id" in m}
+    message = by_id[7]["error"]["message"]
+    found = re.search(r"would be ([\d,]+) bytes", message)
+    assert found is not None, message
+    size = int(found[1].replace(",", ""))
+    assert size > 9000 and f"MEMORY_MAX_REPLY_BYTES to at least {size:,}" in message, message
+    assert "read_graph" not in message and "nextCursor" not in message, message
+    assert by_id[99]["result"] == {}

@@ -872,7 +872,8 @@ def copy_memory(settings: Settings, dest: str, *, progress: Callable[[int], None
     ``progress(rows)`` is called after each batch written.
 
     Raises:
-        OutputError: ``dest`` is the source itself, a legacy JSONL/JSON file, another kind of URL,
+        OutputError: ``dest`` is the source itself or its SQLite -wal/-shm/-journal file, a legacy
+            JSONL/JSON file, another kind of URL,
             or not empty (nothing written).
         PendingMigrationsError: the source has migrations pending.
         StoreError: either database cannot be opened, read or written (``dest`` left as it was,
@@ -883,8 +884,32 @@ def copy_memory(settings: Settings, dest: str, *, progress: Callable[[int], None
         if not source.has_graph():
             raise StoreError(f"the database {source.path} holds no memory yet (no migration has set it up); "
                              f"nothing to copy")
-        with opened(target, "migrate") as destination:
+        try:
+            destination = open_backend(target, "migrate")
+        except GraphError as exc:
+            raise _about_destination(exc) from None
+        try:
             return copying.copy_memory(source, destination, progress=progress)
+        finally:
+            destination.close()
+
+
+# The settings a storage message tells the user to change name the source in `copy`: for the
+# destination, --to is what to change (and MEMORY_DATABASE_PASSWORD_FILE is not read for it).
+_DESTINATION_WORDING = (("MEMORY_FILE_PATH (or --database)", "--to"), ("MEMORY_FILE_PATH", "--to"),
+                        ("MEMORY_DATABASE_URL", "the --to URL"), ("MEMORY_DATABASE_PASSWORD_FILE, ", ""))
+
+
+def _about_destination(exc: GraphError) -> GraphError:
+    """``exc``, raised opening the destination of ``copy``, saying ``--to`` where it says the
+    setting that names the database (a message written for the configured database)."""
+    message = str(exc)
+    for setting, option in _DESTINATION_WORDING:
+        message = message.replace(setting, option)
+    try:
+        return type(exc)(message)
+    except TypeError:  # a class with other constructor arguments: keep it as it is
+        return exc
 
 
 def destination_settings(settings: Settings, dest: str) -> Settings:
@@ -917,4 +942,14 @@ def destination_settings(settings: Settings, dest: str) -> Settings:
     if settings.database_url is None and (target.file_path == source or (
             target.file_path.exists() and source.exists() and target.file_path.samefile(source))):
         raise OutputError(f"--to names the database being copied ({source}); name another file")
+    if settings.database_url is None:
+        # SQLite keeps the source's uncommitted pages and locks in files beside it; a database
+        # there would be taken for (and overwritten as) the source's journal, or lose the source's.
+        real = target.file_path.resolve()
+        for companion in (Path(f"{p}{suffix}") for p in {source, source.resolve()}
+                          for suffix in ("-wal", "-shm", "-journal")):
+            if target.file_path == companion or real == companion:
+                raise OutputError(f"--to names {companion}, a file SQLite keeps beside the database being "
+                                  f"copied ({source}) for its journal; name another file, such as "
+                                  f"{source.with_name(source.stem + '-copy.db')}")
     return target

@@ -35,6 +35,7 @@ import orjson
 
 from graph_memory.errors import ReplyTooLarge
 from graph_memory.mcp.jsontext import dumps_indent2
+from graph_memory.settings import DEFAULT_MAX_REPLY_BYTES
 
 __all__ = ["check_reply", "check_request", "check_resource", "message_bytes", "refused_line"]
 
@@ -165,7 +166,15 @@ def refused_line(request_id: str | int, result: dict[str, Any], size: int, bound
     """The message that replaces the reply ``result`` to request ``request_id`` when its line
     (``size`` bytes with its newline) is over ``bound``: the last, exact check, where the line is
     built (the checks above estimate, or measure only part of it). A tool's result becomes a tool
-    error the model reads; any other result a JSON-RPC error (-32603, as for the resource)."""
+    error the model reads; any other result a JSON-RPC error (-32603, as for the resource). A
+    reply that holds no memory (tools/list, initialize…) cannot be asked for in parts: its error
+    says to raise the bound, which is then set below what the server itself needs."""
+    if not isinstance(result.get("content"), list) and not isinstance(result.get("contents"), list):
+        return {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32603, "message": (
+            f"This reply would be {size:,} bytes, over {_bound_text(bound)}; it was not sent. It holds no memory "
+            f"and comes only whole (a listing of the server's tools or resources, or its handshake): set "
+            f"MEMORY_MAX_REPLY_BYTES to at least {size:,} (the default is {DEFAULT_MAX_REPLY_BYTES:,}; 0: no "
+            f"bound) and restart the server.")}}
     what = (f"This reply would be {size:,} bytes, over {_bound_text(bound)}; it was not sent. Ask for less per "
             f"call: read_graph and search_nodes in pages (limit, then cursor set to each reply's nextCursor until "
             f"a reply has none) or with view 'summary', open_nodes with fewer names; the memory://knowledge-graph "

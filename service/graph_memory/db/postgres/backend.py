@@ -28,6 +28,7 @@ URL with the password masked, and error texts are scrubbed of it).
 from __future__ import annotations
 
 import random
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -86,12 +87,12 @@ class PostgresBackend:
     idle_catch_up_seconds = 0.5
     catch_up_poll_seconds = 60.0
 
-    def __init__(self, conninfo: str, options: dict[str, Any], label: str, secret: str | None, *,
+    def __init__(self, conninfo: str, options: dict[str, Any], label: str, secrets: tuple[str, ...], *,
                  read_only: bool, pool_size: int) -> None:
         self._conninfo = conninfo
         self._options = options
         self._label = label
-        self._secret = secret
+        self._secrets = tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
         self._read_only = read_only
         self._replica = uuid.uuid4().hex
         self._listener: Connection | None = None
@@ -116,11 +117,11 @@ class PostgresBackend:
         url = settings.database_url.get_secret_value()
         options: dict[str, Any] = {"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_SECONDS,
                                    "application_name": "graph-memory"}
-        secret = _url_password(url)
+        secrets = _url_secrets(url)
         if settings.database_password_file is not None:
-            secret = _read_password(settings.database_password_file)
-            options["password"] = secret
-        backend = cls(url, options, str(settings.database_label), secret,
+            options["password"] = _read_password(settings.database_password_file)
+            secrets = (options["password"], *secrets)
+        backend = cls(url, options, str(settings.database_label), secrets,
                       read_only=mode in ("current", "readonly"), pool_size=settings.database_pool_size)
         try:
             if mode == "migrate":
@@ -147,8 +148,11 @@ class PostgresBackend:
         return self._label
 
     def _scrub(self, text: str) -> str:
-        """``text`` (an error message) without the password, should it contain it."""
-        return text.replace(self._secret, "***") if self._secret else text
+        """``text`` (an error message) without the password, should it contain it: libpq quotes
+        a URL it cannot parse whole, or the token it stumbled on (the password itself)."""
+        for secret in self._secrets:  # longest first: the whole URL before the password in it
+            text = text.replace(secret, self._label if secret == self._conninfo else "***")
+        return text
 
     def _error(self, exc: BaseException, doing: str) -> StoreError:
         """A StoreError for a psycopg error while ``doing``, naming the database, never the password."""
@@ -389,15 +393,23 @@ def _rollback(conn: Connection) -> None:
             conn.rollback()
 
 
-def _url_password(url: str) -> str | None:
-    """The password in ``url``, if any (only to keep it out of messages)."""
+def _url_secrets(url: str) -> tuple[str, ...]:
+    """What of ``url`` must never appear in a message (only to scrub messages): the URL itself
+    and its password as written and as decoded, also when libpq cannot parse the URL (its error
+    then quotes the URL, or the password as the token it stumbled on)."""
+    from urllib.parse import unquote
+
     from psycopg.conninfo import conninfo_to_dict
 
-    try:
-        password = conninfo_to_dict(url).get("password")
-    except psycopg.ProgrammingError:
-        return None
-    return str(password) if password else None
+    found = [url]
+    with suppress(psycopg.ProgrammingError):
+        found.append(str(conninfo_to_dict(url).get("password") or ""))
+    rest = url.split("://", 1)[-1]
+    for userinfo in {rest.split("@", 1)[0], rest.rsplit("@", 1)[0]} if "@" in rest else ():
+        if ":" in userinfo:
+            found.append(userinfo.split(":", 1)[1])
+    found += re.findall(r"[?&]password=([^&]*)", url)
+    return tuple(dict.fromkeys(x for raw in found for x in (raw, unquote(raw)) if x))
 
 
 def _read_password(path: Any) -> str:
