@@ -537,3 +537,39 @@ def test_import_suggests_skip_invalid_only_for_a_fault_in_a_line(tmp_path: Path,
     err = capsys.readouterr().err
     assert "cannot read the file" in err and "--skip-invalid" not in err
     assert not db.exists()
+
+
+def _reading_stdin(pid: int) -> bool:
+    """Whether process ``pid`` is blocked in read(2) on a descriptor of its stdin's pipe (Linux)."""
+    call = Path(f"/proc/{pid}/syscall").read_text().split()
+    if len(call) < 2 or call[0] != "0":
+        return False
+    try:
+        return os.readlink(f"/proc/{pid}/fd/{int(call[1], 16)}") == os.readlink(f"/proc/{pid}/fd/0")
+    except OSError:
+        return False
+
+
+def test_an_interrupted_import_says_nothing_was_imported_and_imports_nothing(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT) while `import /dev/stdin` waits for the rest of its file: exit 130, one line
+    saying what was left (nothing) and what to do; the database holds no entity of the file."""
+    import signal
+
+    db = tmp_path / "memory.db"
+    seed(db)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")} | {"HOME": str(tmp_path)}
+    proc = subprocess.Popen([str(SCRIPT), "--database", str(db), "import", "/dev/stdin"], stdin=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env)
+    assert proc.stdin is not None
+    proc.stdin.write(b'{"type":"entity","name":"Half","entityType":"t","observations":[]}\n')
+    proc.stdin.flush()
+    # Wait until it blocks reading its stdin pipe (the file, read whole before anything is written).
+    deadline = time.monotonic() + 60
+    while not _reading_stdin(proc.pid):
+        assert time.monotonic() < deadline and proc.poll() is None, "the import never waited for its file"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert b"import interrupted: nothing was imported" in stderr and b"run the same command again" in stderr, stderr
+    assert "Half" not in [e["name"] for e in read_db(db)[0]]

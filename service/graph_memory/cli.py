@@ -707,7 +707,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_ERROR
     except KeyboardInterrupt:
+        said = _INTERRUPTED.get(getattr(args, "command", None) or "")
+        if said is not None:
+            print(f"graph-memory: {args.command} interrupted: {said}", file=sys.stderr)
         return 130
+
+
+# What an interrupted (Ctrl-C) data command left behind: each writes in one transaction, or to a
+# temporary file it renames only when complete. `serve` and `view` are stopped this way as usual.
+_INTERRUPTED = {
+    "import": "nothing was imported (an import is one transaction); run the same command again",
+    "copy": "nothing was copied (the destination was left empty); run the same command again",
+    "export": "no output was kept (a file is replaced only once it is complete); run the same command again",
+    "backup": "no copy was left at the destination; run the same command again",
+    "migrate": "run 'migrate' again: it applies what is still pending",
+    "stats": "nothing was changed",
+    "healthcheck": "nothing was changed",
+}
 
 
 if __name__ == "__main__":
