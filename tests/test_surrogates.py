@@ -221,6 +221,18 @@ def test_stdio_line_with_a_cut_emoji_that_is_no_message_gets_invalid_request_wit
     assert replies[7]["result"] == {}
 
 
+def test_a_request_id_with_a_lone_surrogate_comes_back_as_sent(tmp_path: Path) -> None:
+    """Repairing a line must not repair its id: the reply carries the id the client sent (escaped
+    as it was), or the client could never match it to its request."""
+    messages, _ = stdio_session(tmp_path, [
+        json.dumps(initialize()).encode(), b'{"jsonrpc":"2.0","id":"\\ud800x","method":"ping"}',
+        b'{"jsonrpc":"2.0","id":"r\\udc00","method":"tools/call","params":{"name":"read_graph","arguments":{}}}',
+    ], replies=3)
+    ids = [m["id"] for m in messages]
+    assert ids == [0, "\ud800x", "r\udc00"], ids
+    assert messages[1]["result"] == {} and not messages[2]["result"]["isError"]
+
+
 # -- streamable HTTP: the real app ---------------------------------------------------------------
 
 

@@ -45,6 +45,7 @@ from mcp_types import (
     PARSE_ERROR,
     ErrorData,
     JSONRPCError,
+    JSONRPCMessage,
     JSONRPCNotification,
     JSONRPCRequest,
     JSONRPCResponse,
@@ -246,7 +247,21 @@ def with_lone_surrogates_replaced(error: ValidationError) -> SessionMessage | Va
     except ValidationError as still_invalid:
         return still_invalid
     log_replaced("stdio", line, replaced)
-    return SessionMessage(message)
+    return SessionMessage(_with_original_id(message, line))
+
+
+def _with_original_id(message: JSONRPCMessage, line: str) -> JSONRPCMessage:
+    """``message`` (read from ``line`` repaired) with the id ``line`` gave it: a lone surrogate in
+    the id itself must come back as sent (the reply line is ASCII, so it is written escaped),
+    or the client could not match the reply to its request."""
+    request_id = getattr(message, "id", None)
+    if not isinstance(request_id, str):
+        return message
+    try:
+        sent = json.loads(line).get("id")
+    except (ValueError, AttributeError):
+        return message
+    return message.model_copy(update={"id": sent}) if isinstance(sent, str) and sent != request_id else message
 
 
 def invalid_message_reply(error: ValidationError, line: str | None = None) -> SessionMessage | None:
