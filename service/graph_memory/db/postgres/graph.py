@@ -816,14 +816,20 @@ class PostgresGraph:
             return
         ids = sorted(self.stale)
         self.stale.clear()
-        for start in range(0, len(ids), _DOCUMENT_BATCH):
-            batch = ids[start:start + _DOCUMENT_BATCH]
+        batches = [ids[start:start + _DOCUMENT_BATCH] for start in range(0, len(ids), _DOCUMENT_BATCH)]
+        select = f"SELECT {HEAD} FROM entities e WHERE e.id = ANY(%s)"
+        # One batch read ahead: the server reads the next batch (and writes the last documents)
+        # while this process lower-cases the current one.
+        reading = self.conn.execute(select, (batches[0],))
+        for number in range(len(batches)):
+            ahead = self.conn.execute(select, (batches[number + 1],)) if number + 1 < len(batches) else None
             rows = [(int(i), encode(decode(n).lower()), encode(decode(t).lower()), document([decode(c) for c in obs]))
-                    for i, n, t, obs in self._rows(f"SELECT {HEAD} FROM entities e WHERE e.id = ANY(%s)", (batch,))]
+                    for i, n, t, obs in reading.fetchall()]
             insert_rows(self.conn, "entity_search", _DOCUMENT_COLUMNS, rows,
                         suffix="ON CONFLICT (entity_id) DO UPDATE SET name = excluded.name, "
                                "entity_type = excluded.entity_type, observations = excluded.observations")
-
+            if ahead is not None:
+                reading = ahead
 
 def _record_columns() -> str:
     return RECORD_COLUMNS.replace("recorded_at", _RECORDED_AT)
