@@ -14,6 +14,9 @@ say whether the row was new) and the server runs one statement per row. Here, in
   sequences a block at a time (so ids still grow in creation order). The rows are buffered and
   written by :func:`insert_rows` when a batch is full or before anything reads the database.
 
+Memory: a 32-byte key per entity and relation stored before the merge and per relation it
+inserts, the set of the names it inserts (the merge holds those strings anyway) and one batch.
+
 Everything stays inside the caller's one transaction: a refused file or a failed copy writes nothing.
 """
 
@@ -75,14 +78,15 @@ class BulkMerge:
     """What one merge knows and has not written yet (see the module docstring).
 
     ``stored_names``/``stored_relations``: the name and triple keys stored before the merge;
-    ``entities``: name -> (id, type) of the entities the merge inserted; ``relations``: triple key
-    -> id of the relations it inserted; the ``pending_*`` rows are not written yet."""
+    ``entities``: the names of the entities the merge inserted; ``relations``: the triple keys of
+    the relations it inserted (what they hold beyond that, the database is asked for, after the
+    pending rows are written); the ``pending_*`` rows are not written yet."""
 
     conn: Connection
     stored_names: set[bytes]
     stored_relations: set[bytes]
-    entities: dict[str, tuple[int, str]] = field(default_factory=dict)
-    relations: dict[bytes, int] = field(default_factory=dict)
+    entities: set[str] = field(default_factory=set)
+    relations: set[bytes] = field(default_factory=set)
     pending_entities: list[tuple[Any, ...]] = field(default_factory=list)
     pending_observations: list[tuple[Any, ...]] = field(default_factory=list)
     pending_relations: list[tuple[Any, ...]] = field(default_factory=list)
@@ -112,7 +116,7 @@ class BulkMerge:
         if not self._entity_ids:
             self._entity_ids = next_ids(self.conn, "entities", BULK_ROWS)[::-1]
         entity_id = self._entity_ids.pop()
-        self.entities[name] = (entity_id, entity_type)
+        self.entities.add(name)
         self.pending_entities.append((entity_id, encode(name), name_key, encode(entity_type), None, None))
         self._full()
         return entity_id
@@ -131,7 +135,7 @@ class BulkMerge:
         if not self._relation_ids:
             self._relation_ids = next_ids(self.conn, "relations", BULK_ROWS)[::-1]
         relation_id = self._relation_ids.pop()
-        self.relations[triple] = relation_id
+        self.relations.add(triple)
         self.pending_relations.append((relation_id, encode(relation.source), encode(relation.target),
                                        encode(relation.relation_type), key(relation.source), key(relation.target),
                                        triple, relation.weight, None, None))

@@ -280,8 +280,6 @@ class PostgresGraph:
         return entity_id, row[1]
 
     def find_entity(self, name: str) -> tuple[int, str] | None:
-        if self._bulk is not None and name in self._bulk.entities:
-            return self._bulk.entities[name]
         row = self._one("SELECT id, entity_type FROM entities WHERE name_key = %s", (key(name),))
         return None if row is None else (int(row[0]), decode(row[1]))
 
@@ -337,10 +335,6 @@ class PostgresGraph:
         return self._one("SELECT 1 FROM relations WHERE relation_key = %s", (relation_key(*relation.key),)) is not None
 
     def relation_id(self, relation: Relation) -> int | None:
-        if self._bulk is not None:
-            relation_id = self._bulk.relations.get(relation_key(*relation.key))
-            if relation_id is not None:
-                return relation_id
         row = self._one("SELECT id FROM relations WHERE relation_key = %s", (relation_key(*relation.key),))
         return None if row is None else int(row[0])
 
