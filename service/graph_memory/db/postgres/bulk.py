@@ -114,7 +114,7 @@ class BulkMerge:
         if name_key in self.stored_names:
             return None
         if not self._entity_ids:
-            self._entity_ids = next_ids(self.conn, "entities", BULK_ROWS)[::-1]
+            self._entity_ids = self._draw("entities", len(self.entities))
         entity_id = self._entity_ids.pop()
         self.entities.add(name)
         self.pending_entities.append((entity_id, encode(name), name_key, encode(entity_type), None, None))
@@ -133,7 +133,7 @@ class BulkMerge:
         if triple in self.relations or triple in self.stored_relations:
             return False
         if not self._relation_ids:
-            self._relation_ids = next_ids(self.conn, "relations", BULK_ROWS)[::-1]
+            self._relation_ids = self._draw("relations", len(self.relations))
         relation_id = self._relation_ids.pop()
         self.relations.add(triple)
         self.pending_relations.append((relation_id, encode(relation.source), encode(relation.target),
@@ -141,6 +141,11 @@ class BulkMerge:
                                        triple, relation.weight, None, None))
         self._full()
         return True
+
+    def _draw(self, table: str, drawn: int) -> list[int]:
+        """New ids of ``table``, the smallest last: as many as were drawn so far (at least 16, at
+        most :data:`BULK_ROWS`), so a small import leaves no large gap in the ids."""
+        return next_ids(self.conn, table, min(BULK_ROWS, max(16, drawn)))[::-1]
 
     def _full(self) -> None:
         if max(len(self.pending_entities), len(self.pending_observations), len(self.pending_relations)) >= BULK_ROWS:
