@@ -108,14 +108,17 @@ class PostgresGraph:
         self._merging = False
         self._bulk: BulkMerge | None = None
 
-    def _rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
+    def _write_pending(self) -> None:
+        """Write the rows a merge buffered (before a read, which must see them, or other rows)."""
         if self._bulk is not None and self._bulk.pending:
-            self._bulk.flush()  # a read sees every row the merge inserted
+            self._bulk.flush()
+
+    def _rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
+        self._write_pending()
         return self.conn.execute(sql, params).fetchall()
 
     def _one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        if self._bulk is not None and self._bulk.pending:
-            self._bulk.flush()
+        self._write_pending()
         return self.conn.execute(sql, params).fetchone()
 
     # -- reading ----------------------------------------------------------------------------------
@@ -644,8 +647,7 @@ class PostgresGraph:
     def restore_entities(self, rows: Sequence[StoredEntity]) -> list[int]:
         if not rows:
             return []
-        if self._bulk is not None and self._bulk.pending:
-            self._bulk.flush()
+        self._write_pending()
         # Ids drawn first (one round trip), then the rows in one statement (times as
         # milliseconds text or None: timestamptz keeps them exactly).
         ids = next_ids(self.conn, "entities", len(rows))
@@ -659,6 +661,7 @@ class PostgresGraph:
     def restore_observations(self, rows: Sequence[StoredObservation]) -> None:
         if not rows:
             return
+        self._write_pending()
         insert_rows(self.conn, "observations", OBSERVATION_COLUMNS,
                     [(r.entity_id, encode(r.content), key(r.content), r.created_at, r.updated_at) for r in rows])
         self.changed = True
@@ -667,6 +670,7 @@ class PostgresGraph:
     def restore_relations(self, rows: Sequence[StoredRelation]) -> None:
         if not rows:
             return
+        self._write_pending()
         ids = next_ids(self.conn, "relations", len(rows))
         insert_rows(self.conn, "relations", RELATION_COLUMNS,
                     [(i, encode(r.source), encode(r.target), encode(r.relation_type), key(r.source), key(r.target),
