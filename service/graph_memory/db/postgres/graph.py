@@ -10,6 +10,10 @@ Search documents (``entity_search``) are written by this class, not by triggers:
 run Python's ``str.lower()``. Every write marks the entities whose documents changed, and
 :meth:`PostgresGraph.flush_documents` rewrites each of them once, at the end of the write (the
 backend calls it before committing), or at the end of a merge (:meth:`PostgresGraph.merging`).
+
+Inside a merge (an import, a copy) rows are written in bulk (:mod:`graph_memory.db.postgres.bulk`):
+the merge primitives are answered without a round trip each, and whole batches are inserted by
+one statement.
 """
 
 from __future__ import annotations
@@ -24,6 +28,14 @@ import psycopg
 from graph_memory.db.backup import GraphCounts
 from graph_memory.db.explore import Change, EntityPage, Neighborhood
 from graph_memory.db.graph import unique
+from graph_memory.db.postgres.bulk import (
+    ENTITY_COLUMNS,
+    OBSERVATION_COLUMNS,
+    RELATION_COLUMNS,
+    BulkMerge,
+    insert_rows,
+    next_ids,
+)
 from graph_memory.db.postgres.text import decode, document, encode, key, relation_key
 from graph_memory.db.postgres.text import key as _key
 from graph_memory.db.records import RECORD_COLUMNS, ImportRecord
@@ -52,6 +64,7 @@ Connection = psycopg.Connection[tuple[Any, ...]]
 
 # Documents are rewritten this many entities per statement (a merge may touch 100,000).
 _DOCUMENT_BATCH = 1000
+_DOCUMENT_COLUMNS = (("entity_id", "bigint"), ("name", "text"), ("entity_type", "text"), ("observations", "text"))
 _RELATION_COLUMNS = "from_name, to_name, relation_type, weight"
 # An entity row: id, name, type and its observations in position order (``entities e``).
 HEAD = "e.id, e.name, e.entity_type, ARRAY(SELECT o.content FROM observations o WHERE o.entity_id = e.id ORDER BY o.id)"
@@ -86,18 +99,26 @@ class PostgresGraph:
     ``changed`` is set when the transaction changed the graph (the backend then notifies other
     replicas); ``stale`` holds the ids of entities whose search documents must be rewritten."""
 
-    __slots__ = ("_merging", "changed", "conn", "stale")
+    __slots__ = ("_bulk", "_merging", "changed", "conn", "stale")
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.changed = False
         self.stale: set[int] = set()
         self._merging = False
+        self._bulk: BulkMerge | None = None
+
+    def _write_pending(self) -> None:
+        """Write the rows a merge buffered (before a read, which must see them, or other rows)."""
+        if self._bulk is not None and self._bulk.pending:
+            self._bulk.flush()
 
     def _rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
+        self._write_pending()
         return self.conn.execute(sql, params).fetchall()
 
     def _one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        self._write_pending()
         return self.conn.execute(sql, params).fetchone()
 
     # -- reading ----------------------------------------------------------------------------------
@@ -238,6 +259,12 @@ class PostgresGraph:
         return [r for r in relations if self.insert_relation(r)]
 
     def insert_entity(self, name: str, entity_type: str) -> int | None:
+        if self._bulk is not None:
+            entity_id = self._bulk.insert_entity(name, entity_type)
+            if entity_id is not None:
+                self.changed = True
+                self.stale.add(entity_id)
+            return entity_id
         inserted = self._insert_entity(name, entity_type)
         return None if inserted is None else inserted[0]
 
@@ -266,6 +293,13 @@ class PostgresGraph:
     def insert_observations(self, rows: Iterable[tuple[int, str]], *, at: datetime | None = None) -> None:
         """Insert observations ``(entity_id, content)`` the entities lack (the caller checked),
         created ``at`` (default: now; unknown, NULL, inside a merge)."""
+        if self._bulk is not None:
+            rows = list(rows)
+            self._bulk.insert_observations(rows)
+            if rows:
+                self.changed = True
+                self.stale.update(entity_id for entity_id, _ in rows)
+            return
         params: list[tuple[Any, ...]] = [(entity_id, encode(content), key(content)) for entity_id, content in rows]
         if not params:
             return
@@ -284,6 +318,10 @@ class PostgresGraph:
         self.stale.update(int(row[0]) for row in params)
 
     def insert_relation(self, relation: Relation) -> bool:
+        if self._bulk is not None:
+            inserted = self._bulk.insert_relation(relation)
+            self.changed |= inserted
+            return inserted
         created = "NULL" if self._merging else "DEFAULT"   # a legacy file keeps no times
         row = self._one(
             f"INSERT INTO relations (from_name, to_name, relation_type, from_key, to_key, relation_key, weight, "
@@ -305,13 +343,20 @@ class PostgresGraph:
 
     @contextmanager
     def merging(self, entities: int, *, on_rebuild: Callable[[], None] | None = None) -> Iterator[None]:
-        """Around a merge (an import): the documents of every entity it touched are written once,
-        at the end (``on_rebuild`` is called first when there are many)."""
+        """Around a merge (an import, a copy): its rows are written in bulk
+        (:class:`~graph_memory.db.postgres.bulk.BulkMerge`), and the documents of every entity it
+        touched once, at the end (``on_rebuild`` is called first when there are many)."""
         outer, self._merging = self._merging, True
+        if not outer:
+            self._bulk = BulkMerge.start(self.conn)
         try:
             yield
+            if not outer and self._bulk is not None:
+                self._bulk.flush()
         finally:
             self._merging = outer
+            if not outer:
+                self._bulk = None
         if not outer:
             large = len(self.stale) >= _DOCUMENT_BATCH
             if on_rebuild is not None and large:
@@ -602,19 +647,13 @@ class PostgresGraph:
     def restore_entities(self, rows: Sequence[StoredEntity]) -> list[int]:
         if not rows:
             return []
-        ids: list[int] = []
-        with self.conn.cursor() as cur:
-            # Times arrive as milliseconds text (or None): timestamptz keeps them exactly.
-            cur.executemany("INSERT INTO entities (name, name_key, entity_type, created_at, updated_at) "
-                            "VALUES (%s, %s, %s, %s::timestamptz, %s::timestamptz) RETURNING id",
-                            [(encode(r.name), key(r.name), encode(r.entity_type), r.created_at, r.updated_at)
-                             for r in rows], returning=True)
-            while True:
-                row = cur.fetchone()
-                assert row is not None
-                ids.append(int(row[0]))
-                if not cur.nextset():
-                    break
+        self._write_pending()
+        # Ids drawn first (one round trip), then the rows in one statement (times as
+        # milliseconds text or None: timestamptz keeps them exactly).
+        ids = next_ids(self.conn, "entities", len(rows))
+        insert_rows(self.conn, "entities", ENTITY_COLUMNS,
+                    [(i, encode(r.name), key(r.name), encode(r.entity_type), r.created_at, r.updated_at)
+                     for i, r in zip(ids, rows, strict=True)])
         self.changed = True
         self.stale.update(ids)
         return ids
@@ -622,24 +661,21 @@ class PostgresGraph:
     def restore_observations(self, rows: Sequence[StoredObservation]) -> None:
         if not rows:
             return
-        with self.conn.cursor() as cur:
-            cur.executemany("INSERT INTO observations (entity_id, content, content_key, created_at, updated_at) "
-                            "VALUES (%s, %s, %s, %s::timestamptz, %s::timestamptz)",
-                            [(r.entity_id, encode(r.content), key(r.content), r.created_at, r.updated_at)
-                             for r in rows])
+        self._write_pending()
+        insert_rows(self.conn, "observations", OBSERVATION_COLUMNS,
+                    [(r.entity_id, encode(r.content), key(r.content), r.created_at, r.updated_at) for r in rows])
         self.changed = True
         self.stale.update(r.entity_id for r in rows)
 
     def restore_relations(self, rows: Sequence[StoredRelation]) -> None:
         if not rows:
             return
-        with self.conn.cursor() as cur:
-            cur.executemany("INSERT INTO relations (from_name, to_name, relation_type, from_key, to_key, relation_key, "
-                            "weight, created_at, updated_at) "
-                            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s::timestamptz, %s::timestamptz)",
-                            [(encode(r.source), encode(r.target), encode(r.relation_type), key(r.source),
-                              key(r.target), relation_key(r.source, r.target, r.relation_type), r.weight,
-                              r.created_at, r.updated_at) for r in rows])
+        self._write_pending()
+        ids = next_ids(self.conn, "relations", len(rows))
+        insert_rows(self.conn, "relations", RELATION_COLUMNS,
+                    [(i, encode(r.source), encode(r.target), encode(r.relation_type), key(r.source), key(r.target),
+                      relation_key(r.source, r.target, r.relation_type), r.weight, r.created_at, r.updated_at)
+                     for i, r in zip(ids, rows, strict=True)])
         self.changed = True
 
     # -- pages, since and times (SQLite: migrations 0006, db/pages.py) ----------------------------
@@ -778,16 +814,20 @@ class PostgresGraph:
             return
         ids = sorted(self.stale)
         self.stale.clear()
-        for start in range(0, len(ids), _DOCUMENT_BATCH):
-            batch = ids[start:start + _DOCUMENT_BATCH]
+        batches = [ids[start:start + _DOCUMENT_BATCH] for start in range(0, len(ids), _DOCUMENT_BATCH)]
+        select = f"SELECT {HEAD} FROM entities e WHERE e.id = ANY(%s)"
+        # One batch read ahead: the server reads the next batch (and writes the last documents)
+        # while this process lower-cases the current one.
+        reading = self.conn.execute(select, (batches[0],))
+        for number in range(len(batches)):
+            ahead = self.conn.execute(select, (batches[number + 1],)) if number + 1 < len(batches) else None
             rows = [(int(i), encode(decode(n).lower()), encode(decode(t).lower()), document([decode(c) for c in obs]))
-                    for i, n, t, obs in self._rows(f"SELECT {HEAD} FROM entities e WHERE e.id = ANY(%s)", (batch,))]
-            with self.conn.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO entity_search (entity_id, name, entity_type, observations) VALUES (%s, %s, %s, %s) "
-                    "ON CONFLICT (entity_id) DO UPDATE SET name = excluded.name, entity_type = excluded.entity_type, "
-                    "observations = excluded.observations", rows)
-
+                    for i, n, t, obs in reading.fetchall()]
+            insert_rows(self.conn, "entity_search", _DOCUMENT_COLUMNS, rows,
+                        suffix="ON CONFLICT (entity_id) DO UPDATE SET name = excluded.name, "
+                               "entity_type = excluded.entity_type, observations = excluded.observations")
+            if ahead is not None:
+                reading = ahead
 
 def _record_columns() -> str:
     return RECORD_COLUMNS.replace("recorded_at", _RECORDED_AT)
