@@ -163,3 +163,16 @@ def test_repeats_across_batches_merge_alike_on_postgres(postgres_url: str, tmp_p
         finally:
             backend.close()
     assert results[0] == results[1]
+
+
+def test_a_rebuilt_search_document_lowercases_each_observation_on_its_own(store: Store) -> None:
+    # A rebuild lower-cases an entity's joined observations in one call: Greek final sigma and
+    # other context rules must still see each observation alone, as the per-row triggers do.
+    observations = ["ΟΔΟΣ", "Σ'", "'ΣΑ", "ΑΣ\u0345", "İ", "x Σ"]
+    data = jsonl(ent("ΟΔΟΣ", "ΤΥΠΟΣ", observations), *(ent(f"E{i}", "t", ["Σ"]) for i in range(3)))
+    load_graph(SqliteBackend(store), stream_legacy(data), source="f", batch=2)
+    document = store.run_read(lambda c: c.execute(
+        "SELECT s.observations FROM entity_search s JOIN entities e ON e.id = s.entity_id "
+        "WHERE e.name = 'ΟΔΟΣ'").fetchall())
+    assert document == [("\n".join(o.lower() for o in observations),)]
+    search_documents_are_consistent(store)

@@ -30,9 +30,8 @@ from graph_memory.models import Entity, Relation
 
 __all__ = ["BATCH_ROWS", "FileTally", "MergeCounts", "merge_records"]
 
-# Observations buffered before they are written together (one executemany); entities and
-# relations are written as read, one statement each. Memory grows with it; beyond a few thousand
-# it buys little speed.
+# Rows (entities, observations, relations) buffered before they are written together (one
+# executemany per kind). Memory grows with it; beyond a few thousand it buys little speed.
 BATCH_ROWS = 5_000
 
 
@@ -91,46 +90,71 @@ class _Merge:
     endpoints_later: list[tuple[str, str]] = field(default_factory=list)
     inverses: list[tuple[tuple[str, str, str], str]] = field(default_factory=list)
     pending: list[tuple[int, str]] = field(default_factory=list)  # observations to insert
+    # the file's first lines of entities not yet inserted: name -> (type, unique observations)
+    new_entities: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
+    # relation lines not yet inserted, with whether both ends were file entities when read
+    new_relations: list[tuple[LegacyRelation, bool]] = field(default_factory=list)
 
     def flush(self) -> None:
+        """Write every batch: entities, then their observations, then relations."""
+        self.flush_entities()
+        self.flush_observations()
+        self.flush_relations()
+
+    def flush_observations(self) -> None:
         if self.pending:
             self.g.insert_observations(self.pending)
             self.pending.clear()
 
+    def flush_entities(self) -> None:
+        """Insert the batch of first lines (one batch call); those whose name was stored before
+        merge into the stored entity, in file order."""
+        if not self.new_entities:
+            return
+        batch, self.new_entities = self.new_entities, {}
+        created = self.g.insert_entities([(name, entity_type) for name, (entity_type, _) in batch.items()])
+        counts, pending = self.counts, self.pending
+        for name, (entity_type, unique) in batch.items():
+            created_id = created.get(name)
+            if created_id is not None:
+                counts.entities_created += 1
+                counts.observations_added += len(unique)
+                pending.extend([(created_id, o) for o in unique])
+                continue
+            found = self.g.find_entity(name)
+            assert found is not None  # the insert met it
+            entity_id, stored_type = found
+            counts.entities_merged += 1
+            counts.type_conflicts += stored_type != entity_type
+            if self.repeats is None or hash(name) in self.repeats[0]:
+                self.stored[name] = (entity_type, set(unique))
+            if unique:
+                self._add_missing(entity_id, unique)
+
     def entity(self, entity: Entity) -> None:
         g, counts, tally = self.g, self.counts, self.tally
         name = entity.name
-        unique = list(dict.fromkeys(entity.observations))
-        tally.collapsed_observations += len(entity.observations) - len(unique)
+        observations = entity.observations
+        unique = list(dict.fromkeys(observations))
+        tally.collapsed_observations += len(observations) - len(unique)
         if name not in self.names:
             self.names.add(name)
             tally.entities += 1
             tally.observations += len(unique)
-            created_id = g.insert_entity(name, entity.entity_type)
-            if created_id is not None:
-                counts.entities_created += 1
-                counts.observations_added += len(unique)
-                self.pending.extend((created_id, o) for o in unique)
-                return
-            found = g.find_entity(name)
-            assert found is not None  # the insert met it
-            entity_id, stored_type = found
-            counts.entities_merged += 1
-            counts.type_conflicts += stored_type != entity.entity_type
-            if self.repeats is None or hash(name) in self.repeats[0]:
-                self.stored[name] = (entity.entity_type, set(unique))
-            if unique:
-                self._add_missing(entity_id, unique)
+            self.new_entities[name] = (entity.entity_type, unique)
             return
-        # A repeat of a name earlier in the file: merged into that entity.
+        # A repeat of a name earlier in the file: merged into that entity (written first, if it
+        # waits in the batch).
         tally.merged_entities += 1
+        if name in self.new_entities:
+            self.flush_entities()
         found = g.find_entity(name)
         assert found is not None  # written by this merge, or stored before
         entity_id, stored_type = found
         first = self.stored.get(name)
         if first is None:  # created by this merge: its type and observations are the file's
             tally.type_conflicts += stored_type != entity.entity_type
-            self.flush()
+            self.flush_observations()
             have = g.observation_contents(entity_id)
             new = [o for o in unique if o not in have]
             tally.collapsed_observations += len(unique) - len(new)
@@ -149,30 +173,43 @@ class _Merge:
 
     def _add_missing(self, entity_id: int, contents: list[str]) -> None:
         """Queue the ``contents`` the stored entity ``entity_id`` lacks."""
-        self.flush()
+        self.flush_observations()
         have = self.g.observation_contents(entity_id)
         new = [o for o in contents if o not in have]
         self.counts.observations_added += len(new)
         self.pending.extend((entity_id, o) for o in new)
 
     def relation(self, record: LegacyRelation) -> None:
-        g, relation = self.g, record.relation
-        if g.insert_relation(relation):
-            self.counts.relations_created += 1
-            if self.first_new_relation is None:
-                self.first_new_relation = g.relation_id(relation)
-            if record.inverse_of is not None:
-                self.inverses.append((relation.key, record.inverse_of))
-        else:
-            if self._inserted_here(relation) or relation.key in self.stored_relations:
-                self.tally.duplicate_relations += 1
-                return
-            if self.repeats is None or hash(relation.key) in self.repeats[1]:
-                self.stored_relations.add(relation.key)
-            self.counts.relations_skipped += 1
-        self.tally.relations += 1
-        if relation.source not in self.names or relation.target not in self.names:
-            self.endpoints_later.append((relation.source, relation.target))
+        relation, names = record.relation, self.names
+        self.new_relations.append((record, relation.source in names and relation.target in names))
+
+    def flush_relations(self) -> None:
+        """Insert the batch of relation lines (one batch call), then count each as created,
+        skipped (stored before) or a repeat within the file, in file order."""
+        if not self.new_relations:
+            return
+        batch, self.new_relations = self.new_relations, []
+        g, counts, tally = self.g, self.counts, self.tally
+        created = g.insert_relations([record.relation for record, _ in batch])
+        if self.first_new_relation is None and created:
+            self.first_new_relation = min(created.values())
+        for record, ends_known in batch:
+            relation = record.relation
+            key = relation.key
+            if created.pop(key, None) is not None:  # the first line of its triple in the batch
+                counts.relations_created += 1
+                if record.inverse_of is not None:
+                    self.inverses.append((key, record.inverse_of))
+            else:
+                if self._inserted_here(relation) or key in self.stored_relations:
+                    tally.duplicate_relations += 1
+                    continue
+                if self.repeats is None or hash(key) in self.repeats[1]:
+                    self.stored_relations.add(key)
+                counts.relations_skipped += 1
+            tally.relations += 1
+            if not ends_known:
+                self.endpoints_later.append((relation.source, relation.target))
 
     def _inserted_here(self, relation: Relation) -> bool:
         """Whether the stored relation with ``relation``'s triple was inserted by this merge."""
@@ -195,8 +232,9 @@ def merge_records(g: Graph, records: Iterable[LegacyRecord], *, progress: _Progr
                   repeats: tuple[Collection[int], Collection[int]] | None = None) -> tuple[MergeCounts, FileTally]:
     """Merge ``records`` (a file's entity and relation lines in file order) into the graph of
     ``g``'s write transaction (see the module docstring for the rules); returns the database-side
-    counts and what the file reconciled. ``batch``: observations buffered before they are
-    written together (a parameter for tests; the default suits any file). ``progress.advance(n)`` is
+    counts and what the file reconciled. ``batch``: rows (entities, observations, relations)
+    buffered before they are written together (a parameter for tests; the default suits any
+    file). ``progress.advance(n)`` is
     called every ``progress_every`` records and once at the end. ``repeats``: the ``hash()`` of
     every entity name and of every relation key that occurs more than once in ``records`` (more
     may be given), so that only those are remembered; None remembers every stored one met.
@@ -212,7 +250,7 @@ def merge_records(g: Graph, records: Iterable[LegacyRecord], *, progress: _Progr
         else:
             merge.relation(record)
         done += 1
-        if len(merge.pending) >= batch:
+        if len(merge.pending) + len(merge.new_entities) + len(merge.new_relations) >= batch:
             merge.flush()
         if progress and done % progress_every == 0:
             progress.advance(progress_every)

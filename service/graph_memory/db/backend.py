@@ -187,6 +187,16 @@ class Graph(Protocol):
         triple exists (nothing written)."""
         ...
 
+    def insert_entities(self, rows: Sequence[tuple[str, str]]) -> dict[str, int]:
+        """Insert entities ``(name, entity_type)`` (distinct names) without observations:
+        ``{name: id}`` of those inserted; a name that exists is absent (nothing written)."""
+        ...
+
+    def insert_relations(self, relations: Sequence[Relation]) -> dict[tuple[str, str, str], int]:
+        """Insert ``relations`` as they are (endpoints not checked, weights kept): ``{triple: id}``
+        of those inserted; a triple that exists or repeats an earlier one is absent."""
+        ...
+
     def relation_exists(self, relation: Relation) -> bool:
         """Whether ``relation``'s triple is stored."""
         ...
@@ -467,6 +477,12 @@ class SqliteGraph:
 
     def insert_relation(self, relation: Relation) -> bool:
         return graph.insert_relation(self.conn, relation)
+
+    def insert_entities(self, rows: Sequence[tuple[str, str]]) -> dict[str, int]:
+        return graph.insert_entities(self.conn, rows)
+
+    def insert_relations(self, relations: Sequence[Relation]) -> dict[tuple[str, str, str], int]:
+        return graph.insert_relations(self.conn, relations)
 
     def relation_exists(self, relation: Relation) -> bool:
         return graph.relation_exists(self.conn, relation)

@@ -40,9 +40,15 @@ _BULK_FTS_HASH = 32 * 1024 * 1024
 DOCUMENT = ("(SELECT coalesce(group_concat(text, char(10)), '') "
             "FROM (SELECT python_lower(o.content) AS text FROM observations o WHERE o.entity_id = {0} "
             "ORDER BY o.id))")
+# The same documents for many entities at once: the observations joined first and lower-cased
+# in one call per entity (one Python call instead of one per observation, a fifth of a rebuild's
+# document step). Equal to DOCUMENT: the newline that joins them is neither cased nor
+# case-ignorable, so no lower-casing rule (Greek final sigma) looks across it.
+_BULK_DOCUMENT = ("python_lower((SELECT coalesce(group_concat(content, char(10)), '') "
+                  "FROM (SELECT o.content FROM observations o WHERE o.entity_id = {0} ORDER BY o.id)))")
 _INSERT_DOCUMENTS = ("INSERT INTO entity_search (entity_id, name, entity_type, observations) "
-                     "SELECT e.id, python_lower(e.name), python_lower(e.entity_type), " + DOCUMENT.format("e.id") +
-                     " FROM entities e")
+                     "SELECT e.id, python_lower(e.name), python_lower(e.entity_type), "
+                     + _BULK_DOCUMENT.format("e.id") + " FROM entities e")
 # The FTS index catches up (catch_up) within the write that brings this many entities' changed
 # documents into search_pending (migration 0003), so the backlog stays small and so does the
 # catch-up a later search pays for. One catch-up writes one index segment for all of them, where

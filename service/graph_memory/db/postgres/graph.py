@@ -334,6 +334,24 @@ class PostgresGraph:
         self.changed = True
         return True
 
+    def insert_entities(self, rows: Sequence[tuple[str, str]]) -> dict[str, int]:
+        # Row by row: an import's cost on PostgreSQL is its round trips, not worth a second path yet.
+        inserted: dict[str, int] = {}
+        for name, entity_type in rows:
+            entity_id = self.insert_entity(name, entity_type)
+            if entity_id is not None:
+                inserted[name] = entity_id
+        return inserted
+
+    def insert_relations(self, relations: Sequence[Relation]) -> dict[tuple[str, str, str], int]:
+        inserted: dict[tuple[str, str, str], int] = {}
+        for relation in relations:
+            if self.insert_relation(relation):
+                relation_id = self.relation_id(relation)
+                assert relation_id is not None  # just inserted
+                inserted[relation.key] = relation_id
+        return inserted
+
     def relation_exists(self, relation: Relation) -> bool:
         return self._one("SELECT 1 FROM relations WHERE relation_key = %s", (relation_key(*relation.key),)) is not None
 
