@@ -153,3 +153,26 @@ async def test_a_non_ascii_reply_is_estimated_as_the_line_carries_it(memory: Mem
     payload = result.shaped("full", False)
     actual = message_bytes(dumps_indent2(payload), payload)
     assert abs(reply_bytes(result, "full", False) - actual) <= actual / 10, (reply_bytes(result, "full", False), actual)
+
+
+async def test_the_suggested_page_size_fits_a_page_of_the_largest_entities(
+        bounded: MemoryService, bounded_client: Any) -> None:
+    """Many small entities and a few large ones together: the page size the refusal suggests is
+    sized from the largest entity, not the average one, so paging with it is never refused and
+    gets every entity once (sized from the average, the page holding the large ones was over)."""
+    import re
+
+    bounded.create_entities([Entity(f"S{i:02d}", "t", ["s"]) for i in range(40)]
+                            + [Entity(f"L{i}", "t", ["x" * 600]) for i in range(3)])
+    message = await call_error(bounded_client, "read_graph", {})
+    found = re.search(r"limit (\d+)", message)
+    assert found is not None, message
+    names: list[str] = []
+    arguments: dict[str, Any] = {"limit": int(found.group(1))}
+    while True:
+        page = await call(bounded_client, "read_graph", arguments)   # fails the test on a tool error
+        names += [e["name"] for e in page["entities"]]
+        if "nextCursor" not in page:
+            break
+        arguments = {"limit": int(found.group(1)), "cursor": page["nextCursor"]}
+    assert names == [f"S{i:02d}" for i in range(40)] + ["L0", "L1", "L2"]

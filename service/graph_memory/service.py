@@ -351,6 +351,8 @@ class MemoryService:
             heaviest = max(entity_bytes / max(1, len(result.entities)), relation_bytes / max(1, len(result.relations)))
         else:
             heaviest = (entity_bytes + relation_bytes) / max(1, len(result.entities))
+        # Not only the average item: a page of the largest ones must fit too.
+        heaviest = max(heaviest, _largest_entity_bytes(result, view, timestamps))
         page = max(1, int(bound * 0.8 / heaviest))
         what = (f"{tool}: this reply would be about {size:,} bytes ({len(result.entities)} entities, "
                 f"{len(result.relations)} relations, {len(result.neighbors)} neighbors), over the "
@@ -590,16 +592,32 @@ def _reply_parts(result: GraphSlice, view: View, timestamps: bool) -> tuple[int,
     observations = sum(map(len, [e.observations for e in entities]))
     if view == "full":
         size += _line_length(list(chain.from_iterable([e.observations for e in entities])))
-    if view == "full":
-        per_entity, per_observation = (378, 236) if timestamps else (141, 20)
-    else:
-        per_entity, per_observation = (329 if timestamps else 147), 0
+    per_entity, per_observation = _per_entity(view, timestamps)
     entity_bytes = (2 * size + per_entity * (len(result.entities) + len(result.neighbors))
                     + per_observation * observations)
     relations = result.relations
     size = (_line_length([r.source for r in relations]) + _line_length([r.target for r in relations])
             + _line_length([r.relation_type for r in relations]))
     return entity_bytes, 2 * size + (309 if timestamps else 127) * len(result.relations)
+
+
+def _per_entity(view: View, timestamps: bool) -> tuple[int, int]:
+    """The bytes the two copies of a reply add per entity and per observation beyond the texts
+    (keys, quotes, indentation), measured on ASCII graphs."""
+    if view == "full":
+        return (378, 236) if timestamps else (141, 20)
+    return (329 if timestamps else 147), 0
+
+
+def _largest_entity_bytes(result: GraphSlice, view: View, timestamps: bool) -> int:
+    """:func:`reply_bytes` of the largest single entity of ``result`` (its two copies), for page
+    sizes that fit a page of the largest entities, not only of average ones."""
+    if not result.entities:
+        return 0
+    per_entity, per_observation = _per_entity(view, timestamps)
+    return max(2 * (_line_length([e.name, e.entity_type]) + (_line_length(list(e.observations)) if view == "full"
+                                                               else 0))
+               + per_entity + per_observation * len(e.observations) for e in result.entities)
 
 
 def _line_length(strings: list[str]) -> int:
