@@ -165,6 +165,7 @@ async def test_the_suggested_page_size_fits_a_page_of_the_largest_entities(
     bounded.create_entities([Entity(f"S{i:02d}", "t", ["s"]) for i in range(40)]
                             + [Entity(f"L{i}", "t", ["x" * 600]) for i in range(3)])
     message = await call_error(bounded_client, "read_graph", {})
+    assert "also over it: page it the same way" in message   # the summary of 43 entities is over 4,000 too
     found = re.search(r"limit (\d+)", message)
     assert found is not None, message
     names: list[str] = []

@@ -370,7 +370,7 @@ class MemoryService:
         if view == "full":
             short = reply_bytes(result, "summary", timestamps)
             how += (f"; or ask for view 'summary' (names, types and observation counts: about "
-                    f"{short:,} bytes{', which fits' if short <= bound else ''})")
+                    f"{short:,} bytes, {'which fits' if short <= bound else 'also over it: page it the same way'})")
         raise ReplyTooLarge(what + how + ".")
 
     # -- typed tools (schema files; graph_memory.mcp.typed parses and checks the arguments) -----
