@@ -585,11 +585,7 @@ def main(argv: list[str] | None = None) -> int:
     except servers.BenchError as exc:
         print(f"bench: error: {exc}", file=sys.stderr)
         return 1
-    out = Path(args.out) if args.out else RESULTS / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(report.text_table(result))
-    print(f"\nresults: {out}")
+    save_and_print(args, result, "bench", report.text_table(result))
     if args.docs:
         write_docs(result)
     return 0
@@ -604,12 +600,18 @@ def postgres_main(args: argparse.Namespace) -> int:
     except servers.BenchError as exc:
         print(f"bench: error: {exc}", file=sys.stderr)
         return 1
-    out = Path(args.out) if args.out else RESULTS / f"bench-postgres-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    save_and_print(args, result, "bench-postgres", postgres.text_table(result))
+    return 0
+
+
+def save_and_print(args: argparse.Namespace, result: dict[str, Any], prefix: str, table: str) -> None:
+    """Write ``result`` as JSON to ``--out`` (default ``bench/results/<prefix>-<timestamp>.json``),
+    then print ``table`` and where the results went."""
+    out = Path(args.out) if args.out else RESULTS / f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(postgres.text_table(result))
+    print(table)
     print(f"\nresults: {out}")
-    return 0
 
 
 README_START, README_END = "<!-- bench:start -->", "<!-- bench:end -->"
