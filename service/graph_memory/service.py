@@ -592,21 +592,22 @@ def _reply_parts(result: GraphSlice, view: View, timestamps: bool) -> tuple[int,
     observations = sum(map(len, [e.observations for e in entities]))
     if view == "full":
         size += _line_length(list(chain.from_iterable([e.observations for e in entities])))
-    per_entity, per_observation = _per_entity(view, timestamps)
-    entity_bytes = (2 * size + per_entity * (len(result.entities) + len(result.neighbors))
-                    + per_observation * observations)
+    entity_bytes = _entities_bytes(size, len(entities), observations, view, timestamps)
     relations = result.relations
     size = (_line_length([r.source for r in relations]) + _line_length([r.target for r in relations])
             + _line_length([r.relation_type for r in relations]))
     return entity_bytes, 2 * size + (309 if timestamps else 127) * len(result.relations)
 
 
-def _per_entity(view: View, timestamps: bool) -> tuple[int, int]:
-    """The bytes the two copies of a reply add per entity and per observation beyond the texts
-    (keys, quotes, indentation), measured on ASCII graphs."""
+def _entities_bytes(text: int, entities: int, observations: int, view: View, timestamps: bool) -> int:
+    """The bytes of ``entities`` entities holding ``observations`` observations and ``text``
+    characters of text (:func:`_line_length`) in a reply's two copies: the texts twice, plus the
+    keys, quotes and indentation per entity and per observation, measured on ASCII graphs."""
     if view == "full":
-        return (378, 236) if timestamps else (141, 20)
-    return (329 if timestamps else 147), 0
+        per_entity, per_observation = (378, 236) if timestamps else (141, 20)
+    else:
+        per_entity, per_observation = (329 if timestamps else 147), 0
+    return 2 * text + per_entity * entities + per_observation * observations
 
 
 def _largest_entity_bytes(result: GraphSlice, view: View, timestamps: bool) -> int:
@@ -614,10 +615,10 @@ def _largest_entity_bytes(result: GraphSlice, view: View, timestamps: bool) -> i
     sizes that fit a page of the largest entities, not only of average ones."""
     if not result.entities:
         return 0
-    per_entity, per_observation = _per_entity(view, timestamps)
-    return max(2 * (_line_length([e.name, e.entity_type]) + (_line_length(list(e.observations)) if view == "full"
-                                                               else 0))
-               + per_entity + per_observation * len(e.observations) for e in result.entities)
+    full = view == "full"
+    return max(_entities_bytes(_line_length([e.name, e.entity_type]) + (_line_length(list(e.observations)) if full
+                                                                         else 0),
+                               1, len(e.observations), view, timestamps) for e in result.entities)
 
 
 def _line_length(strings: list[str]) -> int:
