@@ -448,13 +448,15 @@ async def test_a_cursor_of_another_database_or_format_is_refused(client: Any, tm
 # -- replies too large for a client ----------------------------------------------------------------
 
 def _message_bytes(payload: dict[str, Any]) -> int:
-    """The JSON-RPC message of a tool result carrying ``payload`` (text item and structuredContent)."""
+    """The bytes of the JSON-RPC message (UTF-8) of a tool result carrying ``payload`` (text item
+    and structuredContent)."""
     from mcp import types
 
-    result = types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(payload, indent=2))],
-                                  structured_content=payload)
+    text = json.dumps(payload, indent=2, ensure_ascii=False)
+    result = types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=payload)
     body = result.model_dump(by_alias=True, exclude_none=True, mode="json")
-    return len(json.dumps({"jsonrpc": "2.0", "id": 1, "result": body}, separators=(",", ":")).encode())
+    return len(json.dumps({"jsonrpc": "2.0", "id": 1, "result": body}, separators=(",", ":"),
+                          ensure_ascii=False).encode())
 
 
 @pytest.mark.parametrize("view", ["full", "summary"])

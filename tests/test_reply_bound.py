@@ -120,14 +120,20 @@ async def test_no_bound_when_it_is_zero(graph_backend: Backend) -> None:
         assert len(read.contents[0].text) > BOUND
 
 
-def test_message_bytes_is_the_size_of_the_json_rpc_line() -> None:
-    from graph_memory.mcp.jsontext import dumps_line
+def test_message_bytes_is_the_size_of_the_json_rpc_line_in_utf8() -> None:
+    """Sizes are UTF-8 bytes, what the SDK's writers send (the stdio transport sends its escaped
+    ASCII line only when that fits the bound too: tests/test_stdio.py)."""
+    from graph_memory.mcp.jsontext import dumps_line_utf8
 
-    structured = {"entities": [{"name": "Zoë 🍵", "observations": ['says "hi"\n']}]}
+    structured = {"entities": [{"name": "Zoë 🍵 喜欢喝茶", "observations": ['says "hi"\n']}]}
     text = json.dumps(structured, indent=2, ensure_ascii=False)
-    line = dumps_line({"jsonrpc": "2.0", "id": 1, "result": {
+    line = dumps_line_utf8({"jsonrpc": "2.0", "id": 1, "result": {
         "content": [{"type": "text", "text": text}], "structuredContent": structured, "isError": False}})
+    assert line is not None
     assert 0 <= message_bytes(text, structured) - len(line) <= 200
+    # A lone surrogate cannot be UTF-8: only the escaped line carries it, and it is counted as such.
+    assert dumps_line_utf8({"text": "half an emoji \ud83d"}) is None
+    assert message_bytes("\ud83d") == message_bytes("x") + 5
 
 
 async def test_one_entity_too_large_to_open_is_refused_saying_what_works(
@@ -142,9 +148,9 @@ async def test_one_entity_too_large_to_open_is_refused_saying_what_works(
 
 @pytest.mark.parametrize("text", ["喜欢喝茶，住在東京。", "🍵🌸 emoji", "Zoë, café, naïve — «quotes»"])
 async def test_a_non_ascii_reply_is_estimated_as_the_line_carries_it(memory: MemoryService, text: str) -> None:
-    """The line is ASCII: a character beyond it takes 6 bytes (12 beyond U+FFFF), in each of the
-    reply's two copies. The reading tools' estimate counts that (it counted characters: 6 to 12
-    times too few for Chinese or emoji, and such a reply could pass the bound and be dropped)."""
+    """Sizes are UTF-8 bytes: a Chinese character takes 3, an emoji 4, in each of the reply's two
+    copies. The reading tools' estimate counts that (it once counted characters: 3 to 4 times too
+    few for Chinese or emoji, and such a reply could pass the bound and be dropped)."""
     from graph_memory.mcp.jsontext import dumps_indent2
     from graph_memory.service import reply_bytes
 

@@ -322,6 +322,36 @@ def test_a_reply_line_over_the_bound_is_replaced_by_an_error_saying_how_to_ask_f
     assert '"reply_too_large"' in stderr
 
 
+def test_a_reply_over_the_bound_only_when_escaped_is_sent_whole_in_utf8(tmp_path: Path) -> None:
+    """Lines escape non-ASCII (the Python client reads them faster), which takes a Chinese
+    character 6 bytes instead of 3: a reply that fits the bound in UTF-8, as the SDK's own writer
+    and the reference server send it, is sent so, whole, never refused for the escaping. One over
+    the bound in UTF-8 too is refused as before."""
+    bound = 60_000
+    text = "喜欢喝茶，住在東京。" * 30   # 300 characters: 900 bytes in UTF-8, 1,800 escaped
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("create_entities", {"entities": [{"name": f"人{i:02d}", "entityType": "人", "observations": [text]}]})
+        for i in range(20)]
+    calls += [("read_graph", {}), ("read_graph", {"limit": 3})]
+    env = {**server_env(tmp_path, tmp_path / "memory.db"), "MEMORY_MAX_REPLY_BYTES": str(bound)}
+    messages, stderr, code = run_session(env, handshake(*calls))
+    assert code == 0, stderr[-2000:]
+    replies = by_id(messages)
+    whole = replies[21]["result"]
+    assert not whole.get("isError"), whole
+    assert [e["observations"] for e in whole["structuredContent"]["entities"]] == [[text]] * 20
+    sent = json.dumps(replies[21], ensure_ascii=False, separators=(",", ":")).encode()
+    escaped = json.dumps(replies[21], separators=(",", ":")).encode()
+    assert len(sent) < bound < len(escaped)
+    assert '"reply_sent_in_utf8"' in stderr and '"reply_too_large"' not in stderr
+    assert "nextCursor" in replies[22]["result"]["structuredContent"]   # small replies: as before
+    # Over the bound in UTF-8 too: refused, saying how to ask for less.
+    env["MEMORY_MAX_REPLY_BYTES"] = str(len(sent) // 2)
+    messages, stderr, code = run_session(env, handshake(("read_graph", {})))
+    refused = by_id(messages)[1]["result"]
+    assert code == 0 and refused["isError"] is True and "MEMORY_MAX_REPLY_BYTES" in refused["content"][0]["text"]
+
+
 def test_a_tool_listing_over_the_bound_says_to_raise_the_bound_not_to_page(tmp_path: Path) -> None:
     """A bound set below the server's own tools/list cannot be met by asking for less: its error
     names the size to set MEMORY_MAX_REPLY_BYTES to, and says nothing of pages; the session goes on."""

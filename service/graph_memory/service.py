@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from itertools import chain
-from json.encoder import encode_basestring_ascii  # C implementation on CPython
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TextIO, TypeVar
 
@@ -577,10 +576,11 @@ class MemoryService:
 def reply_bytes(result: GraphSlice, view: View, timestamps: bool) -> int:
     """About how many bytes the JSON-RPC message of a reading tool's reply takes: the payload
     twice (the indented text item, escaped inside a JSON string, and the compact
-    ``structuredContent``), as the stdio transport writes it, in ASCII: a character beyond it
-    takes 6 bytes (12 beyond U+FFFF). The per-item constants are the two copies' keys, quotes and
-    indentation, measured on ASCII graphs (tests/test_reading.py keeps it within 10 %); the
-    transport measures the line it writes exactly (:mod:`graph_memory.mcp.bounds`)."""
+    ``structuredContent``), in UTF-8, the smallest form a transport sends it in (the stdio
+    transport escapes non-ASCII only when that still fits the bound: :mod:`graph_memory.mcp.bounds`).
+    The per-item constants are the two copies' keys, quotes and indentation, measured on ASCII
+    graphs (tests/test_reading.py keeps it within 10 %); the transport measures the line it
+    writes exactly."""
     entity_bytes, relation_bytes = _reply_parts(result, view, timestamps)
     return 250 + entity_bytes + relation_bytes
 
@@ -622,12 +622,13 @@ def _largest_entity_bytes(result: GraphSlice, view: View, timestamps: bool) -> i
 
 
 def _line_length(strings: list[str]) -> int:
-    """The characters ``strings`` take in an ASCII JSON line, quotes and backslashes aside: as
-    many as they hold when they are ASCII (``str.isascii`` is free: CPython keeps the flag),
-    else their escaped length (one C pass over them joined)."""
+    """The bytes ``strings`` take in a UTF-8 JSON line, quotes and backslashes aside: as many as
+    they hold characters when they are ASCII (``str.isascii`` is free: CPython keeps the flag),
+    else their UTF-8 length (one C pass over them joined; a lone surrogate, which only a 6-byte
+    escape carries, counts 3: the transport measures the line exactly)."""
     if all(map(str.isascii, strings)):
         return sum(map(len, strings))
-    return len(encode_basestring_ascii("".join(strings))) - 2
+    return len("".join(strings).encode("utf-8", "surrogatepass"))
 
 
 def _since(value: str | None) -> str | None:

@@ -21,8 +21,11 @@ says how to get all of it.
   over the bound by an error (:func:`refused_line`): the estimates above cannot be exact near the
   bound (quotes and backslashes are escaped twice in the text content, for one).
 
-Sizes are the bytes of the JSON-RPC message as the stdio transport writes it (compact, ASCII,
-non-ASCII escaped), measured exactly, but only for texts long enough to come near the bound.
+Sizes are the bytes of the JSON-RPC message in UTF-8 (compact, non-ASCII unescaped: what the
+SDK's own writers send, and the reference server), measured exactly, but only for texts long
+enough to come near the bound. The stdio transport sends a line with non-ASCII escaped when that
+fits (the official Python client reads it faster) and the UTF-8 line otherwise, so escaping never
+costs a reply (a CJK or emoji text takes twice or three times its UTF-8 bytes escaped).
 """
 
 from __future__ import annotations
@@ -41,8 +44,9 @@ __all__ = ["check_reply", "check_request", "check_resource", "message_bytes", "r
 
 # The JSON-RPC envelope and the result's own keys around the payload (ids, content type, isError…).
 _ENVELOPE = 200
-# A character takes at most this many bytes in an ASCII-escaped JSON string ("\uXXXX"): a text
-# shorter than bound / (2 * this) cannot reach the bound, so it is not measured.
+# A character takes at most this many bytes in a JSON string (an escape "\uXXXX": a control
+# character or a lone surrogate; UTF-8 takes at most 4): a text shorter than bound / (2 * this)
+# cannot reach the bound, so it is not measured.
 _MAX_BYTES_PER_CHAR = 6
 # What structured content may hold beyond the text's value (MemoryMesh's action text, a timestamp).
 _STRUCTURED_EXTRA = 8192
@@ -50,12 +54,22 @@ _STRUCTURED_EXTRA = 8192
 
 def message_bytes(text: str, structured: dict[str, Any] | None = None) -> int:
     """The bytes a reply holding the text content ``text`` (and ``structured`` content) takes
-    on the wire: both JSON-encoded as the transport writes them, plus the envelope."""
-    size = _ENVELOPE + len(encode_basestring_ascii(text))
+    on the wire in UTF-8: both JSON-encoded, compact, plus the envelope."""
+    size = _ENVELOPE + _json_bytes(text)
     if structured is not None:
-        size += len(json.dumps(structured, ensure_ascii=True, separators=(",", ":"), check_circular=False,
-                               default=str))
+        size += _json_bytes(structured)
     return size
+
+
+def _json_bytes(value: object) -> int:
+    """The bytes of ``value`` as compact JSON in UTF-8; escaped where orjson refuses the value
+    (lone surrogates, which only an escape carries; integers beyond 64 bits)."""
+    try:
+        return len(orjson.dumps(value, default=str))
+    except TypeError:   # orjson.JSONEncodeError is a TypeError
+        if isinstance(value, str):
+            return len(encode_basestring_ascii(value))
+        return len(json.dumps(value, ensure_ascii=True, separators=(",", ":"), check_circular=False, default=str))
 
 
 def _over(bound: int, text: str, structured: dict[str, Any] | None) -> int | None:
@@ -65,7 +79,7 @@ def _over(bound: int, text: str, structured: dict[str, Any] | None) -> int | Non
     copies = 1 if structured is None else 2
     if not bound or copies * _MAX_BYTES_PER_CHAR * len(text) + _ENVELOPE <= bound:
         return None
-    text_bytes = _ENVELOPE + len(encode_basestring_ascii(text))
+    text_bytes = _ENVELOPE + _json_bytes(text)
     if copies * text_bytes + _STRUCTURED_EXTRA <= bound:
         return None
     size = message_bytes(text, structured)

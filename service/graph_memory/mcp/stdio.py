@@ -55,7 +55,7 @@ from pydantic import ValidationError
 
 from graph_memory.logs import get_logger
 from graph_memory.mcp.bounds import refused_line
-from graph_memory.mcp.jsontext import dumps_line, escape_non_ascii
+from graph_memory.mcp.jsontext import dumps_line, dumps_line_utf8, escape_non_ascii
 from graph_memory.mcp.messages import message_problem
 from graph_memory.surrogates import log_replaced, repair_json_text
 
@@ -400,20 +400,22 @@ class StdoutLines:
                 asyncio.streams.FlowControlMixin, os.fdopen(self._fd, "wb", buffering=0))
             self._writer = asyncio.StreamWriter(transport, protocol, None, loop)
 
-    async def write(self, line: str) -> None:
-        """Write the ASCII ``line`` and a newline, whole: concurrent writers never interleave
-        inside a line. A long line goes out in pieces, each encoded when the pipe has room for it,
-        so a huge reply is never held a second time as bytes (nor a third in the pipe's buffer).
+    async def write(self, line: str | bytes) -> None:
+        """Write ``line`` (an ASCII string, or UTF-8 bytes) and a newline, whole: concurrent
+        writers never interleave inside a line. A long line goes out in pieces, each encoded when
+        the pipe has room for it, so a huge reply is never held a second time as bytes (nor a
+        third in the pipe's buffer).
 
         Raises:
             BrokenPipeError: the client closed its end.
         """
         async with self._lock:   # an asyncio lock: taking it free does not yield to the loop
             if len(line) < _PIECE:
-                await self._write_piece((line + "\n").encode("ascii"))
+                await self._write_piece(line + b"\n" if isinstance(line, bytes) else (line + "\n").encode("ascii"))
                 return
             for start in range(0, len(line), _PIECE):
-                await self._write_piece(line[start:start + _PIECE].encode("ascii"))
+                piece = line[start:start + _PIECE]
+                await self._write_piece(piece if isinstance(piece, bytes) else piece.encode("ascii"))
             await self._write_piece(b"\n")
 
     async def _write_piece(self, data: bytes) -> None:
@@ -500,10 +502,10 @@ class LineWriteStream:
         if isinstance(message, JSONRPCResponse):
             # The SDK writes `model_dump_json(by_alias=True, exclude_unset=True)`: every field of
             # a response is required, so that is exactly this envelope.
-            line = dumps_line({"jsonrpc": message.jsonrpc, "id": message.id, "result": message.result})
+            response = {"jsonrpc": message.jsonrpc, "id": message.id, "result": message.result}
+            line: str | bytes = dumps_line(response)
             if self._bound and len(line) + 1 > self._bound:   # an ASCII line: characters are bytes
-                log.warning("reply_too_large", bytes=len(line) + 1, bound=self._bound)
-                line = dumps_line(refused_line(message.id, message.result, len(line) + 1, self._bound))
+                line = self._within_bound(response, len(line) + 1)
         else:
             line = escape_non_ascii(message.model_dump_json(by_alias=True, exclude_unset=True))
         try:
@@ -514,6 +516,19 @@ class LineWriteStream:
                 log.info("client_gone", reason="stdout closed by the client")
                 self._on_gone()
             raise anyio.BrokenResourceError from None
+
+    def _within_bound(self, response: dict[str, Any], ascii_size: int) -> str | bytes:
+        """The line for ``response`` when its ASCII line (``ascii_size`` bytes with the newline) is
+        over the bound: the same JSON in UTF-8 when that fits — escaping is there for the Python
+        client's speed and must never cost a reply that the SDK's own writer (and the reference
+        server) would deliver — else the error saying how to ask for less."""
+        wide = dumps_line_utf8(response)
+        size = ascii_size if wide is None else len(wide) + 1
+        if wide is not None and size <= self._bound:
+            log.info("reply_sent_in_utf8", bytes=size, ascii_bytes=ascii_size, bound=self._bound)
+            return wide
+        log.warning("reply_too_large", bytes=size, bound=self._bound)
+        return dumps_line(refused_line(response["id"], response["result"], size, self._bound))
 
     async def aclose(self) -> None:
         pass
