@@ -53,47 +53,79 @@ async def measure(tree: Path, database: Path, args: argparse.Namespace, index: i
             f"median {statistics.median(reads):.3f} s  peak RSS {peak:.0f} MiB")
 
 
+class RawSession:
+    """A bare JSON-RPC client on a server process's pipes (no schema checks, a linear reader),
+    after the handshake; :meth:`call` times a reply to its first byte and to its last."""
+
+    def __init__(self, command: list[str], env: dict[str, str]) -> None:
+        import subprocess
+
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, env=env)
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._stdin, self._stdout = self.proc.stdin, self.proc.stdout
+        self.call(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                    "clientInfo": {"name": "bench", "version": "1"}})
+        self._stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+
+    def call(self, request_id: int, method: str, params: dict[str, object]) -> tuple[float, float, bytes]:
+        """(seconds to the reply's first byte, to its last, the reply line)."""
+        import json
+
+        start = time.perf_counter()
+        self._stdin.write(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+                                     ).encode() + b"\n")
+        self._stdin.flush()
+        first = self._stdout.read(1)
+        first_byte = time.perf_counter() - start
+        line = first + self._stdout.readline()
+        return first_byte, time.perf_counter() - start, line
+
+    def close(self) -> None:
+        self._stdin.close()
+        self.proc.wait(timeout=120)
+
+
+def whole_read(command: list[str], env: dict[str, str]) -> dict[str, float | int]:
+    """One ``read_graph`` of the whole graph through :class:`RawSession` (a reply of any size:
+    give our server ``MEMORY_MAX_REPLY_BYTES=0``): seconds to its first and last byte, its bytes
+    and entities, and the server's peak resident set after it (MiB) — the server's own cost,
+    where the official Python client needs minutes for a 100 MB line (its quadratic reader)."""
+    import json
+
+    session = RawSession(command, env)
+    try:
+        first_byte, whole, line = session.call(1, "tools/call", {"name": "read_graph", "arguments": {}})
+        entities = len(json.loads(line)["result"].get("structuredContent", {}).get("entities", []))
+        peak = servers.peak_rss_mb(session.proc.pid)
+    finally:
+        session.close()
+    return {"first_byte_s": first_byte, "last_byte_s": whole, "bytes": len(line), "entities": entities,
+            "peak_rss_mb": peak}
+
+
 def measure_raw(tree: Path, database: Path, args: argparse.Namespace) -> str:
-    """The server's side alone: a bare JSON-RPC client on the process's pipes (no schema checks,
-    a linear reader), timing each reply to its first byte and to its last."""
+    """The server's side alone (:class:`RawSession`): empty calls, then read_graph timed to its
+    first byte and to its last."""
     import json
     import os
-    import subprocess
 
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")},
            "MEMORY_FILE_PATH": str(database), "PYTHONPATH": str(tree.resolve() / "service")}
-    proc = subprocess.Popen([sys.executable, "-m", "graph_memory"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, env=env)
-    assert proc.stdin is not None and proc.stdout is not None
-    stdin, stdout = proc.stdin, proc.stdout
-
-    def call(request_id: int, method: str, params: dict[str, object]) -> tuple[float, float, bytes]:
-        start = time.perf_counter()
-        stdin.write(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}).encode()
-                    + b"\n")
-        stdin.flush()
-        first = stdout.read(1)
-        first_byte = time.perf_counter() - start
-        line = first + stdout.readline()
-        return first_byte, time.perf_counter() - start, line
-
+    session = RawSession([sys.executable, "-m", "graph_memory"], env)
     try:
-        call(0, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                               "clientInfo": {"name": "bench", "version": "1"}})
-        stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
-        floors = [call(i, "tools/call", {"name": servers.NOOP_TOOL, "arguments": {}})[1]
+        floors = [session.call(i, "tools/call", {"name": servers.NOOP_TOOL, "arguments": {}})[1]
                   for i in range(1, args.floor + 1)]
         reads = []
         for i in range(args.reads):
-            first_byte, whole, line = call(10_000 + i, "tools/call", {"name": "read_graph", "arguments": {}})
+            first_byte, whole, line = session.call(10_000 + i, "tools/call", {"name": "read_graph", "arguments": {}})
             got = len(json.loads(line)["result"]["structuredContent"]["entities"])
             if got != args.size:
                 raise servers.BenchError(f"read_graph returned {got} entities, expected {args.size}")
             reads.append((first_byte, whole, len(line)))
-        peak = servers.peak_rss_mb(proc.pid)
+        peak = servers.peak_rss_mb(session.proc.pid)
     finally:
-        stdin.close()
-        proc.wait(timeout=120)
+        session.close()
     best = min(reads)
     return (f"{str(tree)[-24:]:>24}: raw floor {statistics.median(floors) * 1e3:.3f} ms  read_graph first byte "
             f"{best[0]:.3f} s, whole {best[1]:.3f} s ({best[2] / 2**20:.1f} MiB)  peak RSS {peak:.0f} MiB")

@@ -362,6 +362,7 @@ async def measure_size(size: int, args: argparse.Namespace, budget: Budget, work
         result["cold_start"] = colds[kind]
         result["cold_start_p50_s"] = sorted(c["first_reply_s"] for c in colds[kind])[len(colds[kind]) // 2]
         out[kind] = result
+    out["whole_read"] = measure_whole_reads(ours_spec, ref_spec)
     out["python_client_cost"] = measure_client_cost(ours_spec, ops, measured["ours"],
                                                     args.ts_sdk if ts_sides else None)
     if ts_sides:
@@ -385,6 +386,22 @@ async def measure_size(size: int, args: argparse.Namespace, budget: Budget, work
     out["load"]["machine_busy"] = (busy1 - busy0) / max(1e-9, total1 - total0)
     # CPU that other processes (other people's jobs) took while this size was measured.
     out["load"]["others_busy"] = max(0.0, (busy1 - busy0) - (ours1 - ours0)) / max(1e-9, total1 - total0)
+    return out
+
+
+def measure_whole_reads(ours: servers.ServerSpec, reference: servers.ServerSpec | None) -> dict[str, Any]:
+    """The whole graph read once by each server on its data after the rounds, through a bare
+    JSON-RPC client (:func:`bench.replies.whole_read`), ours with no bound on replies: each server's
+    own time to the last byte and its peak resident set after the reply (issue 15's memory target),
+    at every size, also where a client cannot take the reply or needs minutes for it."""
+    from bench.replies import whole_read
+
+    out: dict[str, Any] = {}
+    for spec, extra in ((ours, {"MEMORY_MAX_REPLY_BYTES": "0"}), (reference, {})):
+        if spec is not None:
+            out[spec.kind] = whole_read([spec.command, *spec.args], clean_env(**spec.env, **extra))
+            log(f"  {spec.kind}: whole read_graph, bare client: {out[spec.kind]['last_byte_s']:.2f} s, "
+                f"{out[spec.kind]['bytes'] / 2**20:.1f} MiB, peak RSS {out[spec.kind]['peak_rss_mb']:.0f} MiB")
     return out
 
 

@@ -61,6 +61,21 @@ def test_every_operation_is_measured_against_its_floor(quick_result: dict[str, A
     assert 0 < size["ours"]["cold_start_p50_s"] < 30
 
 
+def test_the_whole_graph_is_read_by_a_bare_client_for_the_servers_own_time_and_memory(
+        quick_result: dict[str, Any]) -> None:
+    """Issue 15's memory target needs the whole read_graph at every size, where a client cannot
+    take the reply (over 10 MiB) or takes minutes for it: a bare JSON-RPC client reads it, with
+    no bound on our replies, and the server's peak RSS after it is recorded and reported."""
+    from bench import clients_report
+
+    size = quick_result["sizes"]["1000"]
+    read = size["whole_read"]["ours"]
+    assert read["entities"] == 1000 and read["bytes"] > 1000 * 100
+    assert 0 < read["first_byte_s"] <= read["last_byte_s"] and read["peak_rss_mb"] > 10
+    assert any(line.startswith("whole read_graph through a bare JSON-RPC client") and "ours" in line
+               for line in clients_report.notes(size))
+
+
 def test_client_validation_is_measured_and_taken_out_of_both_sides(quick_result: dict[str, Any]) -> None:
     from bench.workload import READS
 
