@@ -153,6 +153,7 @@ class GraphSlice:
             out["nextCursor"] = self.next_cursor
         return out
 
+
 def _entity_dicts(entities: list[Entity]) -> list[dict[str, Any]]:
     """:meth:`Entity.to_dict` of each entity, sharing (not copying) its ``observations``."""
     return [{"name": e.name, "entityType": e.entity_type, "observations": e.observations} for e in entities]
