@@ -36,6 +36,7 @@ from graph_memory.models import (
     Times,
     UpdatedObservations,
     WeightChange,
+    relations_from_rows,
 )
 
 # The stored time of a write (ISO 8601 UTC, milliseconds), and the stored "unknown" (rows
@@ -128,9 +129,9 @@ def relations_touching(conn: apsw.Connection, names: Sequence[str]) -> list[Rela
     if not names:
         return []
     members, params = bind_members(names)
-    rows = conn.execute(f"SELECT from_name, to_name, relation_type, weight FROM relations "
-                        f"WHERE from_name IN {members} OR to_name IN {members} ORDER BY id", params + params)
-    return [Relation(*row) for row in rows]
+    return relations_from_rows(conn.execute(
+        f"SELECT from_name, to_name, relation_type, weight FROM relations "
+        f"WHERE from_name IN {members} OR to_name IN {members} ORDER BY id", params + params))
 
 
 def with_neighborhood(conn: apsw.Connection, entities: list[Entity]) -> GraphSlice:
@@ -154,8 +155,8 @@ def read_graph(conn: apsw.Connection) -> GraphSlice:
     """Every entity and every relation (dangling ones included), in rowid order;
     ``neighbors`` is always empty."""
     entities = load_entities(conn)
-    relations = [Relation(*row) for row in
-                 conn.execute("SELECT from_name, to_name, relation_type, weight FROM relations ORDER BY id")]
+    relations = relations_from_rows(
+        conn.execute("SELECT from_name, to_name, relation_type, weight FROM relations ORDER BY id"))
     return GraphSlice(entities, relations, [])
 
 

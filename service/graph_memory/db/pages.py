@@ -31,7 +31,7 @@ import apsw
 
 from graph_memory.db import search
 from graph_memory.db.graph import bind_members, load_entities, relations_touching, unique
-from graph_memory.models import Entity, GraphSlice, Mode, Relation
+from graph_memory.models import Entity, GraphSlice, Mode, Relation, relations_from_rows
 from graph_memory.paging import ReadPosition, SearchPosition
 
 _RELATION = "id, from_name, to_name, relation_type, weight"
@@ -71,7 +71,7 @@ def read_page(conn: apsw.Connection, since: str | None, after: ReadPosition | No
     more = room is not None and len(rows) > room
     if more:
         rows = rows[:room]
-    relations = [Relation(*row[1:]) for row in rows]
+    relations = relations_from_rows(row[1:] for row in rows)
     following = ReadPosition("relations", rows[-1][0] if rows else position.last_id) if more else None
     return GraphSlice(entities, relations, []), following
 

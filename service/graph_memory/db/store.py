@@ -43,6 +43,11 @@ _BACKUP_BUSY_RETRIES = 50
 # Page cache of a large write (an import), in KiB as SQLite's negative cache_size means (64 MiB,
 # used only as needed).
 _LARGE_WRITE_CACHE_KIB = -65_536
+# Page cache of every read-write connection (16 MiB, used only as needed; SQLite's default is
+# 2 MiB): the pages a search reads in a 10,000-entity graph (~20 MB file) stay cached between
+# calls; matching 2.5 % of it then spends ~20 % less in SQLite (issue 15). It costs ~15 MiB of
+# peak memory after a whole read_graph at 100,000 entities (bench: 667 -> 702 MiB with 32 MiB).
+_CACHE_KIB = -16_384
 log = get_logger("graph_memory.store")
 # The connection graph operations receive inside a transaction (for annotations outside db/).
 Connection = apsw.Connection
@@ -225,6 +230,7 @@ class Store:
         # Temporary tables (a search's index of documents still waiting for the FTS index) live in
         # memory: a search never needs disk space.
         conn.execute("PRAGMA temp_store = MEMORY")
+        conn.execute(f"PRAGMA cache_size = {_CACHE_KIB:d}")
 
     def close(self) -> None:
         """Close the connection (a WAL checkpoint runs when this is the last read-write
