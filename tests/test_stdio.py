@@ -368,3 +368,71 @@ def test_a_tool_listing_over_the_bound_says_to_raise_the_bound_not_to_page(tmp_p
     assert size > 9000 and f"MEMORY_MAX_REPLY_BYTES to at least {size:,}" in message, message
     assert "read_graph" not in message and "nextCursor" not in message, message
     assert by_id[99]["result"] == {}
+
+
+# Lines whose reading the fast path for plain requests must leave exactly as the SDK's union reads
+# them: replies and errors that also name a method, keys spelled with escapes, unusable ids, lone
+# surrogates, notifications, lines that are not messages.
+_LINES_READ_AS_THE_SDK_READS_THEM = [
+    '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"open_nodes","arguments":{"names":[]}}}',
+    '{"jsonrpc":"2.0","id":"a","method":"x","params":{"q":"é \\" }"}}',
+    '{"jsonrpc":"2.0","id":1,"method":"x","params":null}',
+    '{"jsonrpc":"2.0","id":1,"method":"x","result":{}}',
+    '{"jsonrpc":"2.0","id":1,"method":"x","error":{"code":1,"message":"m"}}',
+    '{"jsonrpc":"2.0","id":1,"method":"x","\\u0065rror":{"code":1,"message":"m"}}',
+    '{"jsonrpc":"2.0","id":1,"result":{}}',
+    '{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"m"}}',
+    '{"jsonrpc":"2.0","method":"notifications/initialized"}',
+    '{"jsonrpc":"2.0","id":1.5,"method":"x"}', '{"jsonrpc":"2.0","id":true,"method":"x"}',
+    '{"jsonrpc":"2.0","id":null,"method":"x"}', '{"jsonrpc":"2.0","id":{"a":1},"method":"x"}',
+    '{"jsonrpc":"2.0","id":"\\ud83d","method":"x"}', '{"jsonrpc":"2.0","id":1,"method":"x","params":[]}',
+    '{"jsonrpc":"1.0","id":1,"method":"x"}', '{"id":1,"method":"x"}', '[]', 'not json', '',
+]
+
+
+@pytest.mark.parametrize("line", _LINES_READ_AS_THE_SDK_READS_THEM)
+def test_a_line_is_read_as_the_sdks_reader_reads_it(line: str) -> None:
+    from mcp_types import jsonrpc_message_adapter
+    from pydantic import ValidationError
+
+    from graph_memory.mcp.stdio import read_message
+
+    read = read_message(line)
+    try:
+        expected = jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except ValidationError as refused:
+        assert isinstance(read, ValidationError)
+        assert read.errors() == refused.errors()
+        return
+    assert not isinstance(read, Exception)
+    assert type(read.message) is type(expected) and read.message == expected
+
+
+@pytest.mark.anyio
+async def test_a_refusal_waits_for_the_initialize_reply_only_while_it_is_pending() -> None:
+    import anyio
+    from mcp.shared.message import SessionMessage
+    from mcp_types import JSONRPCRequest, JSONRPCResponse
+
+    from graph_memory.mcp.stdio import InFlight
+
+    in_flight = InFlight()
+    with anyio.fail_after(1):
+        await in_flight.initialize_answered()   # no initialize read: nothing to wait for
+    in_flight.read(SessionMessage(JSONRPCRequest(jsonrpc="2.0", id=0, method="initialize")))
+    with anyio.move_on_after(0.05) as waited:
+        await in_flight.initialize_answered()
+    assert waited.cancelled_caught
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(in_flight.initialize_answered)
+        await anyio.sleep(0.01)
+        in_flight.sent(SessionMessage(JSONRPCResponse(jsonrpc="2.0", id=0, result={})))
+    with anyio.fail_after(1):
+        await in_flight.initialize_answered()
+    assert len(in_flight) == 0 and await in_flight.wait(0.01)
+
+
+def test_stdio_is_served_on_uvloop_where_it_is_installed() -> None:
+    from graph_memory.cli import _loop_options
+
+    assert _loop_options() == {"use_uvloop": sys.platform != "win32"}

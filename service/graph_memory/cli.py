@@ -194,7 +194,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             import anyio
 
             try:
-                anyio.run(_serve_stdio, server, stop, settings.max_reply_bytes)
+                anyio.run(_serve_stdio, server, stop, settings.max_reply_bytes, backend_options=_loop_options())
             except* BrokenPipeError:
                 # The client stopped reading stdout (it exited, or `… | head`): the session is over.
                 # Every write it acknowledged is committed; stop as on end of input, without a traceback.
@@ -207,6 +207,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def _backend_kind(settings: Settings) -> str:
     """The backend ``settings`` select, for the start-up log (``Backend.kind`` once it is open)."""
     return "postgres" if settings.database_url is not None else "sqlite"
+
+
+def _loop_options() -> dict[str, bool]:
+    """The event loop stdio is served on: uvloop where it is installed (a dependency on Linux and
+    macOS), else asyncio's own. Every call wakes the loop several times (a line read, the SDK's
+    hand-over to the request's task, the reply written); uvloop does each of those in about half
+    the time, a third of an empty call's cost in the server (issue 15)."""
+    import importlib.util
+
+    return {"use_uvloop": importlib.util.find_spec("uvloop") is not None}
 
 
 async def _serve_stdio(handle: ServerHandle, on_signal: Callable[[], None], max_reply_bytes: int) -> None:

@@ -72,26 +72,25 @@ LONG_LIVED = frozenset({"subscriptions/listen"})
 class InFlight:
     """The ids of requests read but not answered yet: every request, except the long-lived ones
     (:data:`LONG_LIVED`) and those the client cancelled (``notifications/cancelled``, which the
-    server does not answer)."""
+    server does not answer).
+
+    Bookkeeping only, on every request: an event is made only for someone who waits (the end of
+    input, a refusal behind ``initialize``), not per request (issue 15: an ``anyio.Event`` costs
+    about 1.3 µs to make)."""
 
     def __init__(self) -> None:
         self._ids: set[int | str] = set()
-        self._answered = anyio.Event()
-        self._answered.set()
+        self._answered: anyio.Event | None = None
         self._initialize_id: int | str | None = None
-        self._initialized = anyio.Event()
-        self._initialized.set()
+        self._initialized: anyio.Event | None = None
 
     def read(self, item: object) -> None:
         """Note a message read from the client (a request adds its id, a cancellation removes it)."""
         message = getattr(item, "message", None)
         if isinstance(message, JSONRPCRequest) and message.method not in LONG_LIVED:
-            if not self._ids:
-                self._answered = anyio.Event()
             self._ids.add(message.id)
             if message.method == "initialize":
                 self._initialize_id = message.id
-                self._initialized = anyio.Event()
         elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
             params = message.params if isinstance(message.params, dict) else {}
             self._done(params.get("requestId"))
@@ -105,21 +104,32 @@ class InFlight:
     def _done(self, request_id: object) -> None:
         if isinstance(request_id, int | str) and request_id in self._ids:
             self._ids.discard(request_id)
-            if not self._ids:
+            if not self._ids and self._answered is not None:
                 self._answered.set()
+                self._answered = None
             if request_id == self._initialize_id:
-                self._initialized.set()
+                self._initialize_id = None
+                if self._initialized is not None:
+                    self._initialized.set()
+                    self._initialized = None
 
     def abandon(self) -> None:
         """Forget every request read: their replies can no longer be delivered (the client closed
         our stdout), so the end of input does not wait for them."""
         self._ids.clear()
-        self._answered.set()
-        self._initialized.set()
+        self._initialize_id = None
+        for event in (self._answered, self._initialized):
+            if event is not None:
+                event.set()
+        self._answered = self._initialized = None
 
     async def initialize_answered(self) -> None:
         """Return once an ``initialize`` read is answered. The SDK answers it before it reads
         on (its replies keep that order); a refusal of a later line waits for it likewise."""
+        if self._initialize_id is None:
+            return
+        if self._initialized is None:
+            self._initialized = anyio.Event()
         await self._initialized.wait()
 
     def __len__(self) -> int:
@@ -127,6 +137,10 @@ class InFlight:
 
     async def wait(self, seconds: float) -> bool:
         """Wait until every request read is answered; False when ``seconds`` passed first."""
+        if not self._ids:
+            return True
+        if self._answered is None:
+            self._answered = anyio.Event()
         with anyio.move_on_after(seconds):
             await self._answered.wait()
             return True
@@ -440,10 +454,34 @@ class StdoutLines:
                 os.close(self._fd)
 
 
+def read_message(line: str) -> SessionMessage | Exception:
+    """The message of one line as the SDK's stdio reader reads it
+    (``jsonrpc_message_adapter.validate_json``), or the exception that refused it.
+
+    A plain request (most lines) is validated as a ``JSONRPCRequest`` directly: the same result
+    in less than half the time of the union of the four kinds of message (~1.8 µs against
+    ~4.4 µs, issue 15). Every other line, and a request that fails that check, is read by the
+    union, so what is returned, and every refusal, is the SDK's own."""
+    # A line with a "result" or "error" member, or a key spelled with escapes, could read as a
+    # reply or an error instead: only the union decides those.
+    if '"result"' not in line and '"error"' not in line and "\\u" not in line:
+        try:
+            return SessionMessage(JSONRPCRequest.model_validate_json(line, by_name=False))
+        except ValidationError:
+            pass   # a notification, an unusable id, not a message: the union says which
+    try:
+        return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except Exception as exc:
+        return exc
+
+
 class LineReadStream:
     """The read stream ``server.run`` takes: one item per line of stdin, as the SDK's reader
     yields them (a :class:`SessionMessage`, or the exception of a line that is not a message),
     each line kept in :attr:`lines` for :class:`DrainingReadStream`. Blank lines are skipped."""
+
+    # No per-message sender context (the SDK looks for one on every item it reads).
+    last_context = None
 
     def __init__(self, stdin: StdinLines) -> None:
         self._stdin = stdin
@@ -461,10 +499,7 @@ class LineReadStream:
             if line.strip():
                 break
         self.lines.append(line)
-        try:
-            return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
-        except Exception as exc:
-            return exc
+        return read_message(line)
 
     async def receive(self) -> SessionMessage | Exception:
         try:
