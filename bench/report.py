@@ -200,10 +200,11 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
 READING = [
     "- **The floor is the SDK's.** An empty call is a JSON-RPC round trip through the MCP SDK at both "
     "ends; graph-memory's own code is about 20 µs of it (argument parsing, one read transaction, the reply "
-    "text). Since issue 15 graph-memory serves stdio on asyncio pipes itself (the SDK's own transport read "
-    "every line and wrote every reply on a worker thread, three thread hops per call); what remains is the "
-    "SDK's session and request handling in Python. The reference server's Node SDK answers an empty call in "
-    "less time still.",
+    "text). Since issue 15 graph-memory serves stdio on the event loop's pipes itself, on uvloop where it is "
+    "installed (the SDK's own transport read every line and wrote every reply on a worker thread, three thread "
+    "hops per call); what remains is the SDK's session and request handling in Python and the client's own "
+    "work (about half of the Python client's floor; see \"The floor, profiled\" below). The reference "
+    "server's Node SDK answers an empty call in less time still.",
     "- **Point operations add 0.1–0.5 ms to the floor, and that excess does not grow with the graph.** The "
     "‡ column splits it: the official Python client checks every structured result against the tool's output "
     "schema with `jsonschema` (pure Python), which costs 0.1–0.2 ms for the entity, relations and neighbors "
