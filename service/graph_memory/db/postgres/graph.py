@@ -471,17 +471,22 @@ class PostgresGraph:
     def update_observations(self, updates: Sequence[ObservationUpdate]) -> list[UpdatedObservations]:
         grouped: dict[str, list[tuple[str, str]]] = {}
         for update in updates:
-            entity_id = self._require_entity(update.entity_name)
-            if self._one("SELECT 1 FROM observations WHERE entity_id = %s AND content_key = %s",
-                         (entity_id, key(update.replacement))) is not None:
+            # The entity, whether it has the replacement already and the match's row, in one
+            # round trip (the edits of earlier updates were sent before it: it sees them).
+            row = self._one("SELECT e.id, EXISTS (SELECT 1 FROM observations WHERE entity_id = e.id AND "
+                            "content_key = %s), (SELECT id FROM observations WHERE entity_id = e.id AND "
+                            "content_key = %s) FROM entities e WHERE e.name_key = %s",
+                            (key(update.replacement), key(update.match), key(update.entity_name)))
+            if row is None:
+                raise EntityNotFound(update.entity_name)
+            entity_id, taken, observation_id = int(row[0]), bool(row[1]), row[2]
+            if taken:
                 raise Conflict(f"entity {update.entity_name} already has the observation {update.replacement!r}; "
                                f"nothing was changed")
-            row = self._one("SELECT id FROM observations WHERE entity_id = %s AND content_key = %s",
-                            (entity_id, key(update.match)))
-            if row is None:
+            if observation_id is None:
                 raise Conflict(f"entity {update.entity_name} has no observation {update.match!r}; "
                                f"nothing was changed")
-            self._replace_observation(int(row[0]), update.replacement)
+            self._replace_observation(int(observation_id), update.replacement)
             self._touch(entity_id)
             grouped.setdefault(update.entity_name, []).append((update.match, update.replacement))
         return [UpdatedObservations(name, items) for name, items in grouped.items()]
