@@ -92,6 +92,27 @@ def _relation(row: Sequence[Any]) -> Relation:
     return Relation(decode(row[0]), decode(row[1]), decode(row[2]), float(row[3]))
 
 
+# Up to this many name keys, the reads of a slice run on their generic plans (_generic_plans).
+_GENERIC_KEYS = 8
+
+
+@contextmanager
+def _generic_plans(conn: Connection, keys: int) -> Iterator[None]:
+    """Statements sent inside run on their generic plan once psycopg has prepared them, when they
+    look up at most :data:`_GENERIC_KEYS` name keys (the pool sets ``force_custom_plan``, see
+    ``backend._configure``). For the key lookups of a slice only (unique and B-tree indexes, the
+    same plan for any few keys): planning them anew took longer than running them (~0.25 ms of
+    a one-hit search at 100,000 entities). Not for more keys: a custom plan hashes a constant
+    key array (PostgreSQL 14+), a generic plan scans the parameter array for every row, 3-4x
+    slower at thousands of keys. ``SET LOCAL`` ends with the transaction, also on an error."""
+    if keys > _GENERIC_KEYS:
+        yield
+        return
+    conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+    yield
+    conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
+
+
 class PostgresGraph:
     """:class:`~graph_memory.db.backend.Graph` on one psycopg connection inside a transaction of
     :class:`~graph_memory.db.postgres.backend.PostgresBackend`.
@@ -168,10 +189,11 @@ class PostgresGraph:
         if not entities:
             return GraphSlice(entities, [], [])
         keys = [key(e.name) for e in entities]
-        relations = self.conn.execute(_TOUCHING, {"keys": keys})
-        # The far ends of those relations that are entities, in id order (the unique() of the
-        # relations' ends, read in one query).
-        neighbors = self.conn.execute(_NEIGHBORS.format(touching=_TOUCHING), {"keys": keys})
+        with _generic_plans(self.conn, len(keys)):
+            relations = self.conn.execute(_TOUCHING, {"keys": keys})
+            # The far ends of those relations that are entities, in id order (the unique() of
+            # the relations' ends, read in one query).
+            neighbors = self.conn.execute(_NEIGHBORS.format(touching=_TOUCHING), {"keys": keys})
         return GraphSlice(entities, [_relation(r) for r in relations.fetchall()],
                           self._with_observations(neighbors.fetchall()))
 
@@ -182,11 +204,13 @@ class PostgresGraph:
         if not names:
             return GraphSlice([], [], [])
         keys = [key(n) for n in names]
-        named = self.conn.execute(f"SELECT {HEAD} FROM entities e WHERE e.name_key = ANY(%s) ORDER BY e.id", (keys,))
-        found = "ARRAY(SELECT name_key FROM entities WHERE name_key = ANY(%(keys)s))"
-        touching = _TOUCHING.replace("%(keys)s", found)
-        relations = self.conn.execute(touching, {"keys": keys})
-        neighbors = self.conn.execute(_NEIGHBORS.format(touching=touching), {"keys": keys})
+        with _generic_plans(self.conn, len(keys)):
+            named = self.conn.execute(f"SELECT {HEAD} FROM entities e WHERE e.name_key = ANY(%s) ORDER BY e.id",
+                                      (keys,))
+            found = "ARRAY(SELECT name_key FROM entities WHERE name_key = ANY(%(keys)s))"
+            touching = _TOUCHING.replace("%(keys)s", found)
+            relations = self.conn.execute(touching, {"keys": keys})
+            neighbors = self.conn.execute(_NEIGHBORS.format(touching=touching), {"keys": keys})
         return GraphSlice(self._with_observations(named.fetchall()), [_relation(r) for r in relations.fetchall()],
                           self._with_observations(neighbors.fetchall()))
 
