@@ -217,6 +217,19 @@ async def test_update_observations_later_updates_see_earlier_ones(client: Any) -
     assert (await graph_of(client))["entities"][2]["observations"] == ["makes rocket skates"]
 
 
+async def test_update_observations_checks_each_replacement_after_the_earlier_updates(client: Any) -> None:
+    await seed(client)
+    message = await call_error(client, "update_observations", {"updates": [
+        {"entityName": "Alice", "match": "likes coffee", "replacement": "likes tea"},
+        {"entityName": "Alice", "match": "lives in Lyon", "replacement": "likes tea"}]})
+    assert "already has the observation 'likes tea'" in message
+    assert (await graph_of(client))["entities"][0]["observations"] == ["likes coffee", "lives in Lyon"]
+    await call(client, "update_observations", {"updates": [   # the first frees what the second takes
+        {"entityName": "Alice", "match": "likes coffee", "replacement": "likes tea"},
+        {"entityName": "Alice", "match": "lives in Lyon", "replacement": "likes coffee"}]})
+    assert (await graph_of(client))["entities"][0]["observations"] == ["likes tea", "likes coffee"]
+
+
 # -- read_graph / open_nodes / search_nodes --------------------------------------------------------
 
 async def test_read_graph_returns_everything_in_creation_order(client: Any) -> None:

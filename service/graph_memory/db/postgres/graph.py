@@ -92,6 +92,27 @@ def _relation(row: Sequence[Any]) -> Relation:
     return Relation(decode(row[0]), decode(row[1]), decode(row[2]), float(row[3]))
 
 
+# Up to this many name keys, the reads of a slice run on their generic plans (_generic_plans).
+_GENERIC_KEYS = 8
+
+
+@contextmanager
+def _generic_plans(conn: Connection, keys: int) -> Iterator[None]:
+    """Statements sent inside run on their generic plan once psycopg has prepared them, when they
+    look up at most :data:`_GENERIC_KEYS` name keys (the pool sets ``force_custom_plan``, see
+    ``backend._configure``). For the key lookups of a slice only (unique and B-tree indexes, the
+    same plan for any few keys): planning them anew took longer than running them (~0.25 ms of
+    a one-hit search at 100,000 entities). Not for more keys: a custom plan hashes a constant
+    key array (PostgreSQL 14+), a generic plan scans the parameter array for every row, 3-4x
+    slower at thousands of keys. ``SET LOCAL`` ends with the transaction, also on an error."""
+    if keys > _GENERIC_KEYS:
+        yield
+        return
+    conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+    yield
+    conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
+
+
 class PostgresGraph:
     """:class:`~graph_memory.db.backend.Graph` on one psycopg connection inside a transaction of
     :class:`~graph_memory.db.postgres.backend.PostgresBackend`.
@@ -168,10 +189,11 @@ class PostgresGraph:
         if not entities:
             return GraphSlice(entities, [], [])
         keys = [key(e.name) for e in entities]
-        relations = self.conn.execute(_TOUCHING, {"keys": keys})
-        # The far ends of those relations that are entities, in id order (the unique() of the
-        # relations' ends, read in one query).
-        neighbors = self.conn.execute(_NEIGHBORS.format(touching=_TOUCHING), {"keys": keys})
+        with _generic_plans(self.conn, len(keys)):
+            relations = self.conn.execute(_TOUCHING, {"keys": keys})
+            # The far ends of those relations that are entities, in id order (the unique() of
+            # the relations' ends, read in one query).
+            neighbors = self.conn.execute(_NEIGHBORS.format(touching=_TOUCHING), {"keys": keys})
         return GraphSlice(entities, [_relation(r) for r in relations.fetchall()],
                           self._with_observations(neighbors.fetchall()))
 
@@ -182,11 +204,13 @@ class PostgresGraph:
         if not names:
             return GraphSlice([], [], [])
         keys = [key(n) for n in names]
-        named = self.conn.execute(f"SELECT {HEAD} FROM entities e WHERE e.name_key = ANY(%s) ORDER BY e.id", (keys,))
-        found = "ARRAY(SELECT name_key FROM entities WHERE name_key = ANY(%(keys)s))"
-        touching = _TOUCHING.replace("%(keys)s", found)
-        relations = self.conn.execute(touching, {"keys": keys})
-        neighbors = self.conn.execute(_NEIGHBORS.format(touching=touching), {"keys": keys})
+        with _generic_plans(self.conn, len(keys)):
+            named = self.conn.execute(f"SELECT {HEAD} FROM entities e WHERE e.name_key = ANY(%s) ORDER BY e.id",
+                                      (keys,))
+            found = "ARRAY(SELECT name_key FROM entities WHERE name_key = ANY(%(keys)s))"
+            touching = _TOUCHING.replace("%(keys)s", found)
+            relations = self.conn.execute(touching, {"keys": keys})
+            neighbors = self.conn.execute(_NEIGHBORS.format(touching=touching), {"keys": keys})
         return GraphSlice(self._with_observations(named.fetchall()), [_relation(r) for r in relations.fetchall()],
                           self._with_observations(neighbors.fetchall()))
 
@@ -471,17 +495,22 @@ class PostgresGraph:
     def update_observations(self, updates: Sequence[ObservationUpdate]) -> list[UpdatedObservations]:
         grouped: dict[str, list[tuple[str, str]]] = {}
         for update in updates:
-            entity_id = self._require_entity(update.entity_name)
-            if self._one("SELECT 1 FROM observations WHERE entity_id = %s AND content_key = %s",
-                         (entity_id, key(update.replacement))) is not None:
+            # The entity, whether it has the replacement already and the match's row, in one
+            # round trip (the edits of earlier updates were sent before it: it sees them).
+            row = self._one("SELECT e.id, EXISTS (SELECT 1 FROM observations WHERE entity_id = e.id AND "
+                            "content_key = %s), (SELECT id FROM observations WHERE entity_id = e.id AND "
+                            "content_key = %s) FROM entities e WHERE e.name_key = %s",
+                            (key(update.replacement), key(update.match), key(update.entity_name)))
+            if row is None:
+                raise EntityNotFound(update.entity_name)
+            entity_id, taken, observation_id = int(row[0]), bool(row[1]), row[2]
+            if taken:
                 raise Conflict(f"entity {update.entity_name} already has the observation {update.replacement!r}; "
                                f"nothing was changed")
-            row = self._one("SELECT id FROM observations WHERE entity_id = %s AND content_key = %s",
-                            (entity_id, key(update.match)))
-            if row is None:
+            if observation_id is None:
                 raise Conflict(f"entity {update.entity_name} has no observation {update.match!r}; "
                                f"nothing was changed")
-            self._replace_observation(int(row[0]), update.replacement)
+            self._replace_observation(int(observation_id), update.replacement)
             self._touch(entity_id)
             grouped.setdefault(update.entity_name, []).append((update.match, update.replacement))
         return [UpdatedObservations(name, items) for name, items in grouped.items()]
