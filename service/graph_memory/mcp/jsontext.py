@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 from json.encoder import encode_basestring, encode_basestring_ascii  # C implementations on CPython
 from typing import Any
 
 import orjson
 
-__all__ = ["dumps_indent2", "dumps_line", "dumps_line_utf8", "escape_non_ascii"]
+__all__ = ["LONG_TEXT", "dumps_indent2", "dumps_line", "dumps_line_parts", "dumps_line_utf8", "escape_non_ascii"]
 
 _INDENT = "  "
 _INF = float("inf")
@@ -233,7 +234,11 @@ def dumps_line(message: dict[str, Any]) -> str:
     writes ``1e-7``) or a value the C encoder refuses (NaN) goes through pydantic and
     :func:`escape_non_ascii` instead.
     """
-    if _texts_are_ascii(message):
+    return _dumps_line(message, _texts_are_ascii(message))
+
+
+def _dumps_line(message: dict[str, Any], try_orjson: bool) -> str:
+    if try_orjson:
         line = _ascii_line(message)
         if line is not None:
             return line
@@ -247,6 +252,43 @@ def dumps_line(message: dict[str, Any]) -> str:
     import pydantic_core
 
     return escape_non_ascii(pydantic_core.to_json(message).decode())
+
+
+# A text content longer than this (characters) is escaped apart from the rest of its line.
+LONG_TEXT = 1 << 20
+
+
+def dumps_line_parts(message: dict[str, Any]) -> list[str]:
+    """:func:`dumps_line` as parts whose concatenation is exactly that line: one part, or, for a
+    tool result whose one text content is longer than :data:`LONG_TEXT`, the text escaped on its
+    own between the rest of the line cut in two. The parts are written one after the other and
+    never joined: a 100,000-entity read_graph line is ~100 MB, and joining it held the graph once
+    more at the moment the reply was at its largest (issue 15's memory target)."""
+    text = _long_text(message)
+    if text is None:
+        return [dumps_line(message)]
+    token = "graph-memory-text-" + secrets.token_hex(16)
+    result = message["result"]
+    swapped = {**message, "result": {**result, "content": [{**result["content"][0], "text": token}]}}
+    rest = _dumps_line(swapped, text.isascii())   # the structured content renders the same data
+    marker = f'"{token}"'
+    at = rest.find(marker)
+    if at == -1 or rest.find(marker, at + len(marker)) != -1:
+        return [dumps_line(message)]
+    head, tail = rest[:at], rest[at + len(marker):]
+    del rest   # before the text's escaped copy is made
+    return [head, encode_basestring_ascii(text), tail]
+
+
+def _long_text(message: dict[str, Any]) -> str | None:
+    """The text content of a tool result holding one text item longer than :data:`LONG_TEXT`."""
+    result = message.get("result")
+    content = result.get("content") if isinstance(result, dict) else None
+    if isinstance(content, list) and len(content) == 1 and isinstance(content[0], dict):
+        text = content[0].get("text")
+        if type(text) is str and len(text) > LONG_TEXT:
+            return text
+    return None
 
 
 def dumps_line_utf8(message: dict[str, Any]) -> bytes | None:

@@ -55,7 +55,7 @@ from pydantic import ValidationError
 
 from graph_memory.logs import get_logger
 from graph_memory.mcp.bounds import refused_line
-from graph_memory.mcp.jsontext import dumps_line, dumps_line_utf8, escape_non_ascii
+from graph_memory.mcp.jsontext import dumps_line, dumps_line_parts, dumps_line_utf8, escape_non_ascii
 from graph_memory.mcp.messages import message_problem
 from graph_memory.surrogates import log_replaced, repair_json_text
 
@@ -414,22 +414,25 @@ class StdoutLines:
                 asyncio.streams.FlowControlMixin, os.fdopen(self._fd, "wb", buffering=0))
             self._writer = asyncio.StreamWriter(transport, protocol, None, loop)
 
-    async def write(self, line: str | bytes) -> None:
-        """Write ``line`` (an ASCII string, or UTF-8 bytes) and a newline, whole: concurrent
-        writers never interleave inside a line. A long line goes out in pieces, each encoded when
-        the pipe has room for it, so a huge reply is never held a second time as bytes (nor a
-        third in the pipe's buffer).
+    async def write(self, line: str | bytes | list[str]) -> None:
+        """Write ``line`` (an ASCII string, UTF-8 bytes, or ASCII parts to write one after the
+        other) and a newline, whole: concurrent writers never interleave inside a line. A long
+        line goes out in pieces, each encoded when the pipe has room for it, so a huge reply is
+        never held a second time as bytes (nor a third in the pipe's buffer).
 
         Raises:
             BrokenPipeError: the client closed its end.
         """
+        parts: list[str] | list[str | bytes] = line if isinstance(line, list) else [line]
         async with self._lock:   # an asyncio lock: taking it free does not yield to the loop
-            if len(line) < _PIECE:
-                await self._write_piece(line + b"\n" if isinstance(line, bytes) else (line + "\n").encode("ascii"))
+            if len(parts) == 1 and len(parts[0]) < _PIECE:
+                one = parts[0]
+                await self._write_piece(one + b"\n" if isinstance(one, bytes) else (one + "\n").encode("ascii"))
                 return
-            for start in range(0, len(line), _PIECE):
-                piece = line[start:start + _PIECE]
-                await self._write_piece(piece if isinstance(piece, bytes) else piece.encode("ascii"))
+            for part in parts:
+                for start in range(0, len(part), _PIECE):
+                    piece = part[start:start + _PIECE]
+                    await self._write_piece(piece if isinstance(piece, bytes) else piece.encode("ascii"))
             await self._write_piece(b"\n")
 
     async def _write_piece(self, data: bytes) -> None:
@@ -538,9 +541,11 @@ class LineWriteStream:
             # The SDK writes `model_dump_json(by_alias=True, exclude_unset=True)`: every field of
             # a response is required, so that is exactly this envelope.
             response = {"jsonrpc": message.jsonrpc, "id": message.id, "result": message.result}
-            line: str | bytes = dumps_line(response)
-            if self._bound and len(line) + 1 > self._bound:   # an ASCII line: characters are bytes
-                line = self._within_bound(response, len(line) + 1)
+            parts = dumps_line_parts(response)
+            size = sum(map(len, parts)) + 1   # an ASCII line: characters are bytes
+            line: str | bytes | list[str] = parts
+            if self._bound and size > self._bound:
+                line = self._within_bound(response, size)
         else:
             line = escape_non_ascii(message.model_dump_json(by_alias=True, exclude_unset=True))
         try:
