@@ -20,7 +20,6 @@ Example::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -29,7 +28,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
+
+from bench.replies import RawSession
 
 OPERATIONS: dict[str, dict[str, Any]] = {
     "search 2.5 %": {"name": "search_nodes", "arguments": {"query": "Vilnius"}},
@@ -49,42 +50,13 @@ def _env(tree: Path, database: Path, unbounded: bool) -> dict[str, str]:
     return env
 
 
-class _Server:
-    """One stdio server of ``tree`` on its own copy of the database."""
-
-    def __init__(self, tree: Path, database: Path, unbounded: bool) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "graph_memory"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     env=_env(tree, database, unbounded))
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.stdin: IO[bytes] = self.proc.stdin
-        self.stdout: IO[bytes] = self.proc.stdout
-        self.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                 "clientInfo": {"name": "bench", "version": "1"}})
-        self.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
-
-    def call(self, method: str, params: dict[str, Any]) -> tuple[float, float, bytes]:
-        """``(first byte, last byte, line)`` of one request, seconds after it was sent."""
-        start = time.perf_counter()
-        self.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode() + b"\n")
-        self.stdin.flush()
-        first = self.stdout.read(1)
-        first_byte = time.perf_counter() - start
-        line = first + self.stdout.readline()
-        return first_byte, time.perf_counter() - start, line
-
-    def close(self) -> None:
-        self.stdin.close()
-        self.proc.wait(timeout=120)
-
-
 def measure_raw(trees: list[Path], database: Path, rounds: int, tmp: Path) -> None:
     for unbounded in (False, True):
         servers = []
         for i, tree in enumerate(trees):
             copy = tmp / f"raw{i}.db"
             shutil.copy(database, copy)
-            servers.append(_Server(tree, copy, unbounded))
+            servers.append(RawSession([sys.executable, "-m", "graph_memory"], _env(tree, copy, unbounded)))
         try:
             for label, params in OPERATIONS.items():
                 if (label in UNBOUNDED) != unbounded:
@@ -93,7 +65,7 @@ def measure_raw(trees: list[Path], database: Path, rounds: int, tmp: Path) -> No
                 lines: list[bytes] = [b""] * len(trees)
                 for _ in range(rounds if not unbounded else max(3, rounds // 3)):
                     for i, server in enumerate(servers):
-                        first, last, lines[i] = server.call("tools/call", params)
+                        first, last, lines[i] = server.call(1, "tools/call", params)
                         times[i].append((last, first))
                 if any(line != lines[0] for line in lines):
                     print(f"{label}: the trees' replies differ", file=sys.stderr)
