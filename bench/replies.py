@@ -148,11 +148,17 @@ async def run(args: argparse.Namespace) -> None:
             print(measure_raw(tree, copy, args) if args.raw else await measure(tree, copy, args, i), flush=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.replies", description=__doc__.split("\n\n")[0])
-    parser.add_argument("trees", nargs="+", type=Path, help="source trees to compare (each with service/)")
+def add_tree_arguments(parser: argparse.ArgumentParser, trees: str) -> None:
+    """The arguments of the tools that compare source trees on one generated graph: ``trees``
+    (argparse ``nargs``), ``--db`` and ``--size``."""
+    parser.add_argument("trees", nargs=trees, type=Path, help="source trees to compare (each with service/)")
     parser.add_argument("--db", type=Path, required=True, help="database of make_graph(SIZE) (made if missing)")
     parser.add_argument("--size", type=int, default=10_000, help="entities in that graph (default 10000)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.replies", description=__doc__.split("\n\n")[0])
+    add_tree_arguments(parser, "+")
     parser.add_argument("--floor", type=int, default=300, help="empty calls for the floor (default 300)")
     parser.add_argument("--reads", type=int, default=3, help="read_graph calls (default 3)")
     parser.add_argument("--raw", action="store_true",

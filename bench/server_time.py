@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.replies import RawSession
+from bench.replies import RawSession, add_tree_arguments
 
 OPERATIONS: dict[str, dict[str, Any]] = {
     "search 2.5 %": {"name": "search_nodes", "arguments": {"query": "Vilnius"}},
@@ -112,9 +112,7 @@ def in_process(database: Path, rounds: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.server_time", description=__doc__.split("\n\n")[0])
-    parser.add_argument("trees", nargs="*", type=Path, help="source trees to compare (each with service/)")
-    parser.add_argument("--db", type=Path, required=True, help="database of make_graph(SIZE) (made if missing)")
-    parser.add_argument("--size", type=int, default=10_000, help="entities in that graph (default 10000)")
+    add_tree_arguments(parser, "*")
     parser.add_argument("--rounds", type=int, default=21, help="calls per operation (whole read_graph: a third)")
     parser.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)   # the child's side
     args = parser.parse_args(argv)

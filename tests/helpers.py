@@ -79,3 +79,15 @@ async def subscribe_legacy(client: Any, uri: str = "memory://knowledge-graph") -
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         await client.subscribe_resource(uri)
+
+
+def json_values(text: Any, *, nulls: bool = True, nan: bool = False, size: int = 5, leaves: int = 40) -> Any:
+    """A hypothesis strategy of JSON-like values (nested lists and ``str``-keyed dicts) whose
+    strings come from ``text``; ``nulls`` adds None, ``nan`` NaN and the infinities."""
+    from hypothesis import strategies as st
+
+    scalars = (st.booleans() | st.integers(min_value=-(2**63), max_value=2**63 - 1) | text
+               | st.floats(allow_nan=nan, allow_infinity=nan))
+    return st.recursive(st.none() | scalars if nulls else scalars,
+                        lambda inner: st.lists(inner, max_size=size) | st.dictionaries(text, inner, max_size=size),
+                        max_leaves=leaves)

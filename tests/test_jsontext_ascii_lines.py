@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 from graph_memory.mcp import jsontext
 from graph_memory.mcp.jsontext import dumps_indent2, dumps_line, escape_non_ascii
 
+from helpers import json_values
+
 
 def sdk_line(message: dict[str, Any]) -> str:
     """What the SDK's stdio writer wrote (pydantic's JSON), with non-ASCII escaped."""
@@ -28,12 +30,7 @@ def tool_result(value: Any) -> dict[str, Any]:
 
 
 ascii_text = st.text(alphabet=st.characters(max_codepoint=0x7F))   # control characters and DEL too
-ascii_values = st.recursive(
-    st.booleans() | st.integers(min_value=-(2**63), max_value=2**63 - 1) | ascii_text
-    | st.floats(allow_nan=False, allow_infinity=False),
-    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(ascii_text, inner, max_size=5),
-    max_leaves=40,
-)
+ascii_values = json_values(ascii_text, nulls=False)
 
 
 @settings(max_examples=500)

@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 from graph_memory.mcp import jsontext
 from graph_memory.mcp.jsontext import dumps_indent2
 
+from helpers import json_values
+
 
 def reference(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False)
@@ -24,12 +26,7 @@ def reference(value: Any) -> str:
 # colons, spaces, newlines and the word itself.
 tricky_text = st.lists(st.sampled_from(['null', '"', '\\', ':', ' ', '\n', ': ', '": ', 'x', 'é']),
                        max_size=8).map("".join)
-values = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-(2**63), max_value=2**63 - 1) | tricky_text
-    | st.floats(allow_nan=True, allow_infinity=True),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(tricky_text, inner, max_size=4),
-    max_leaves=30,
-)
+values = json_values(tricky_text, nan=True, size=4, leaves=30)
 
 
 @settings(max_examples=800)
