@@ -197,14 +197,16 @@ _LINE_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLA
 def _texts_are_ascii(message: dict[str, Any]) -> bool:
     """Whether the text items of a tool result (the rendering of the same data as its structured
     content) are ASCII: a cheap sign (``str.isascii`` is O(1)) that the whole line may be."""
+    return all(text.isascii() for text in _texts(message))
+
+
+def _texts(message: dict[str, Any]) -> list[str]:
+    """The texts of the content items of a tool result message (none for any other message)."""
     result = message.get("result")
     content = result.get("content") if isinstance(result, dict) else None
-    if isinstance(content, list):
-        for item in content:
-            text = item.get("text") if isinstance(item, dict) else None
-            if isinstance(text, str) and not text.isascii():
-                return False
-    return True
+    if not isinstance(content, list):
+        return []
+    return [text for item in content if isinstance(item, dict) and isinstance(text := item.get("text"), str)]
 
 
 def _ascii_line(message: dict[str, Any]) -> str | None:
@@ -282,13 +284,10 @@ def dumps_line_parts(message: dict[str, Any]) -> list[str]:
 
 def _long_text(message: dict[str, Any]) -> str | None:
     """The text content of a tool result holding one text item longer than :data:`LONG_TEXT`."""
-    result = message.get("result")
-    content = result.get("content") if isinstance(result, dict) else None
-    if isinstance(content, list) and len(content) == 1 and isinstance(content[0], dict):
-        text = content[0].get("text")
-        if type(text) is str and len(text) > LONG_TEXT:
-            return text
-    return None
+    texts = _texts(message)
+    if len(texts) != 1 or len(message["result"]["content"]) != 1:   # one item, and it is a text
+        return None
+    return texts[0] if type(texts[0]) is str and len(texts[0]) > LONG_TEXT else None
 
 
 def dumps_line_utf8(message: dict[str, Any]) -> bytes | None:

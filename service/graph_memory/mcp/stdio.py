@@ -35,7 +35,7 @@ import os
 import stat
 import sys
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Self
 
 import anyio
@@ -423,7 +423,7 @@ class StdoutLines:
         Raises:
             BrokenPipeError: the client closed its end.
         """
-        parts: list[str] | list[str | bytes] = line if isinstance(line, list) else [line]
+        parts: Sequence[str | bytes] = line if isinstance(line, list) else [line]
         async with self._lock:   # an asyncio lock: taking it free does not yield to the loop
             if len(parts) == 1 and len(parts[0]) < _PIECE:
                 one = parts[0]
