@@ -82,6 +82,7 @@ class RawSession:
         return first_byte, time.perf_counter() - start, line
 
     def close(self) -> None:
+        """Close the server's stdin (its end of input) and wait up to 120 s for it to exit."""
         self._stdin.close()
         self.proc.wait(timeout=120)
 
