@@ -136,3 +136,54 @@ def test_catch_up_when_idle_indexes_only_when_documents_wait(store: Store) -> No
     assert store.catch_up_when_idle() == 1
     store.close()
     assert store.catch_up_when_idle() is None  # closed: logged, never raised
+
+
+def schema_of_triggers(store: Store) -> list[tuple[Any, ...]]:
+    return store.conn.execute(
+        "SELECT name, tbl_name, sql FROM sqlite_schema WHERE type = 'trigger' ORDER BY name").fetchall()
+
+
+def fts_settings(store: Store) -> dict[Any, Any]:
+    return dict(store.conn.execute("SELECT k, v FROM entity_fts_config").fetchall())
+
+
+def test_a_rebuild_leaves_the_triggers_and_the_index_settings_as_they_were(store: Store) -> None:
+    """The sync triggers are dropped while a rebuild's body writes (issue 15: each still tested
+    the switch for every row) and created again from their own SQL; the FTS5 settings the
+    rebuild changes come back to FTS5's defaults (or the index's own values)."""
+    triggers = schema_of_triggers(store)
+    assert len(triggers) >= 9
+    during: list[int] = []
+
+    def rebuild(conn: Any) -> None:
+        with index.rebuild(conn):
+            during.append(len(conn.execute(index._SYNC_TRIGGERS).fetchall()))
+            graph.create_entities(conn, [Entity("Ada", "person", ["Wrote the first program"])])
+
+    store.run_write(rebuild)
+    assert during == [0]
+    assert schema_of_triggers(store) == triggers
+    assert fts_settings(store) | {"version": None} == {"automerge": 4, "crisismerge": 16, "hashsize": 1024 * 1024,
+                                                       "version": None}
+    # The triggers work again: a per-row write after the rebuild reaches the index.
+    store.run_write(lambda conn: graph.add_observations(conn, [("Ada", ["Translated Menabrea"])]))
+    assert documents(store)[1][2] == "wrote the first program\ntranslated menabrea"
+    store.run_write(index.catch_up)
+    assert store.conn.execute("SELECT rowid FROM entity_fts WHERE entity_fts MATCH 'menabrea'").fetchall() == [(1,)]
+
+    # An index with settings of its own keeps them.
+    store.run_write(lambda conn: conn.execute("INSERT INTO entity_fts (entity_fts, rank) VALUES ('automerge', 8)"))
+    store.run_write(rebuild)
+    assert fts_settings(store)["automerge"] == 8
+
+
+def test_a_failed_rebuild_body_leaves_the_triggers_for_a_caller_that_carries_on(store: Store) -> None:
+    triggers = schema_of_triggers(store)
+
+    def failing(conn: Any) -> None:
+        with pytest.raises(RuntimeError), index.rebuild(conn):
+            raise RuntimeError("the merge failed")
+        assert len(conn.execute(index._SYNC_TRIGGERS).fetchall()) == len(triggers) - 1  # entities_bd: no switch
+
+    store.run_write(failing)
+    assert schema_of_triggers(store) == triggers

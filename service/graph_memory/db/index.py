@@ -34,7 +34,15 @@ import apsw
 # FTS5 'hashsize' (bytes of pending index terms kept in memory): its default, and the size used
 # while a rebuild indexes every document.
 _FTS_HASH = 1024 * 1024
-_BULK_FTS_HASH = 32 * 1024 * 1024
+_BULK_FTS_HASH = 128 * 1024 * 1024
+# FTS5's merge settings while a rebuild writes the index: no merging as segments are written
+# ('automerge' 0; 'crisismerge' at FTS5's largest value), since the 'optimize' that follows merges
+# them all once; and the defaults they are set back to when the index had none of its own.
+_REBUILD_MERGE = {"automerge": 0, "crisismerge": 1999}
+_DEFAULT_MERGE = {"automerge": 4, "crisismerge": 16}
+# The per-row sync triggers (those the search_sync switch guards), in creation order.
+_SYNC_TRIGGERS = ("SELECT name, sql FROM sqlite_schema WHERE type = 'trigger' AND sql LIKE '%search_sync%' "
+                  "ORDER BY rowid")
 # An entity's search document, as the triggers of migration 0002 build it: its observations
 # lower-cased with python_lower() and joined by newlines in id order ({0}: the entity id column).
 DOCUMENT = ("(SELECT coalesce(group_concat(text, char(10)), '') "
@@ -125,23 +133,59 @@ def keeping_in_sync(conn: apsw.Connection, mode: SyncMode, *, grows_existing: bo
 def rebuild(conn: apsw.Connection) -> Iterator[None]:
     """Inside a write transaction: switch the per-row search sync off, then rebuild the
     search documents and the FTS index once at the end (much faster for large imports).
-    Everything stays in the caller's transaction, so a failure leaves no trace."""
+    Everything stays in the caller's transaction, so a failure leaves no trace.
+
+    The sync triggers are dropped for the body and created again from their own SQL (the text
+    migrations 0001-0003 stored) at the end: switched off, each still tested the switch for every
+    row inserted, about a third of an import's observation inserts (issue 15). If the body
+    raises, they are created again before the error goes on, so a caller that commits anyway
+    still has them."""
     conn.execute("UPDATE search_sync SET enabled = 0 WHERE id = 1")
-    yield
+    found = conn.execute(_SYNC_TRIGGERS).fetchall()
+    triggers = [cast(str, sql) for _, sql in found]
+    for name, _ in found:
+        conn.execute(f'DROP TRIGGER "{name}"')
+    try:
+        yield
+    except BaseException:
+        if conn.in_transaction:
+            _create(conn, triggers)
+        raise
     conn.execute("DELETE FROM entity_search")
     conn.execute(_INSERT_DOCUMENTS)
-    # A 32 MiB pending-terms hash instead of FTS5's 1 MiB: far fewer segments to write and
-    # merge, which halves the rebuild's CPU at 100k entities (issue 6); back to 1 MiB after.
-    conn.execute("INSERT INTO entity_fts (entity_fts, rank) VALUES ('hashsize', ?)", (_BULK_FTS_HASH,))
+    _rebuild_fts(conn)
+    conn.execute("DELETE FROM search_pending")  # the rebuilt index holds every document as it is
+    _create(conn, triggers)
+    conn.execute("UPDATE search_sync SET enabled = 1 WHERE id = 1")
+
+
+def _create(conn: apsw.Connection, statements: list[str]) -> None:
+    for sql in statements:
+        conn.execute(sql)
+
+
+def _rebuild_fts(conn: apsw.Connection) -> None:
+    """Index every search document anew (FTS5 'rebuild'), then merge the index into one segment."""
+    before = {cast(str, k): v for k, v in conn.execute(
+        "SELECT k, v FROM entity_fts_config WHERE k IN ('automerge', 'crisismerge')").fetchall()}
+    # A 128 MiB pending-terms hash instead of FTS5's 1 MiB, and no merging while the segments
+    # are written: each segment is then written once and merged once, by the 'optimize' below.
+    # At 1,000,000 entities the rebuild took 34 s with a 32 MiB hash and FTS5's merging, 19 s
+    # so (issue 15); the peak memory of that import did not grow (858 MiB).
+    _configure(conn, {"hashsize": _BULK_FTS_HASH, **_REBUILD_MERGE})
     conn.execute("INSERT INTO entity_fts (entity_fts) VALUES ('rebuild')")
     # One segment instead of the rebuild's dozens: a trigram lookup then reads one b-tree
     # (rare-term searches cost a third less at 100k entities), and the first writes after an
     # import no longer trigger a merge of the whole index (~1 s at 100k; issue 6). Costs about
     # 1 s per 100k entities, once.
     conn.execute("INSERT INTO entity_fts (entity_fts) VALUES ('optimize')")
-    conn.execute("INSERT INTO entity_fts (entity_fts, rank) VALUES ('hashsize', ?)", (_FTS_HASH,))
-    conn.execute("DELETE FROM search_pending")  # the rebuilt index holds every document as it is
-    conn.execute("UPDATE search_sync SET enabled = 1 WHERE id = 1")
+    _configure(conn, {"hashsize": _FTS_HASH, **{k: before.get(k, v) for k, v in _DEFAULT_MERGE.items()}})
+
+
+def _configure(conn: apsw.Connection, settings: dict[str, apsw.SQLiteValue]) -> None:
+    """Set FTS5 configuration options of the index (stored in entity_fts_config)."""
+    for key, value in settings.items():
+        conn.execute("INSERT INTO entity_fts (entity_fts, rank) VALUES (?, ?)", (key, value))
 
 
 @contextmanager
