@@ -11,7 +11,7 @@ import pytest
 from graph_memory.db import graph, index
 from graph_memory.db.index import SyncMode
 from graph_memory.db.store import Store
-from graph_memory.models import Entity
+from graph_memory.models import Entity, Relation
 
 
 @pytest.fixture
@@ -187,3 +187,28 @@ def test_a_failed_rebuild_body_leaves_the_triggers_for_a_caller_that_carries_on(
 
     store.run_write(failing)
     assert schema_of_triggers(store) == triggers
+
+
+def test_a_rebuilding_merge_sets_the_secondary_indexes_aside_and_leaves_the_schema_as_migrated(
+        store: Store, tmp_path: Path) -> None:
+    """An import into an empty graph (a merge that rebuilds the search index) inserts without the
+    indexes of CREATE INDEX and without the sync triggers, then creates them again: afterwards
+    the schema is exactly a newly migrated database's, and a query by target name uses its index."""
+    fresh = Store.open(tmp_path / "fresh.db")
+    schema_sql = "SELECT type, name, tbl_name, sql FROM sqlite_schema WHERE type IN ('index', 'trigger') ORDER BY name"
+    migrated = fresh.conn.execute(schema_sql).fetchall()
+    fresh.close()
+    during: list[list[Any]] = []
+
+    def merge(conn: Any) -> None:
+        with graph.merging(conn, 2):
+            during.append([row[1] for row in conn.execute(schema_sql).fetchall()])
+            graph.create_entities(conn, [Entity("Ada", "person", ["a"]), Entity("Bo", "person", [])])
+            graph.create_relations(conn, [Relation("Ada", "Bo", "knows")])
+
+    store.run_write(merge)
+    assert "relations_to_name" not in during[0] and "observations_ai" not in during[0]
+    assert "sqlite_autoindex_relations_1" in during[0]   # a UNIQUE constraint's: merges rely on it
+    assert store.conn.execute(schema_sql).fetchall() == migrated
+    plan = store.conn.execute("EXPLAIN QUERY PLAN SELECT from_name FROM relations WHERE to_name = 'Bo'").fetchall()
+    assert "relations_to_name" in str(plan)

@@ -31,6 +31,8 @@ from typing import cast
 
 import apsw
 
+from graph_memory.db import schema
+
 # FTS5 'hashsize' (bytes of pending index terms kept in memory): its default, and the size used
 # while a rebuild indexes every document.
 _FTS_HASH = 1024 * 1024
@@ -141,27 +143,13 @@ def rebuild(conn: apsw.Connection) -> Iterator[None]:
     raises, they are created again before the error goes on, so a caller that commits anyway
     still has them."""
     conn.execute("UPDATE search_sync SET enabled = 0 WHERE id = 1")
-    found = conn.execute(_SYNC_TRIGGERS).fetchall()
-    triggers = [cast(str, sql) for _, sql in found]
-    for name, _ in found:
-        conn.execute(f'DROP TRIGGER "{name}"')
-    try:
+    with schema.set_aside(conn, "TRIGGER", _SYNC_TRIGGERS):
         yield
-    except BaseException:
-        if conn.in_transaction:
-            _create(conn, triggers)
-        raise
-    conn.execute("DELETE FROM entity_search")
-    conn.execute(_INSERT_DOCUMENTS)
-    _rebuild_fts(conn)
-    conn.execute("DELETE FROM search_pending")  # the rebuilt index holds every document as it is
-    _create(conn, triggers)
+        conn.execute("DELETE FROM entity_search")
+        conn.execute(_INSERT_DOCUMENTS)
+        _rebuild_fts(conn)
+        conn.execute("DELETE FROM search_pending")  # the rebuilt index holds every document as it is
     conn.execute("UPDATE search_sync SET enabled = 1 WHERE id = 1")
-
-
-def _create(conn: apsw.Connection, statements: list[str]) -> None:
-    for sql in statements:
-        conn.execute(sql)
 
 
 def _rebuild_fts(conn: apsw.Connection) -> None:
