@@ -158,8 +158,8 @@ def _rebuild_fts(conn: apsw.Connection) -> None:
         "SELECT k, v FROM entity_fts_config WHERE k IN ('automerge', 'crisismerge')").fetchall()}
     # A 128 MiB pending-terms hash instead of FTS5's 1 MiB, and no merging while the segments
     # are written: each segment is then written once and merged once, by the 'optimize' below.
-    # At 1,000,000 entities the rebuild took 34 s with a 32 MiB hash and FTS5's merging, 19 s
-    # so (issue 15); the peak memory of that import did not grow (858 MiB).
+    # At 1,000,000 entities rebuild + optimize took 34 + 11 s with a 32 MiB hash and FTS5's
+    # merging, 19 + 10 s so (issue 15); that import's peak memory did not grow with the hash.
     _configure(conn, {"hashsize": _BULK_FTS_HASH, **_REBUILD_MERGE})
     conn.execute("INSERT INTO entity_fts (entity_fts) VALUES ('rebuild')")
     # One segment instead of the rebuild's dozens: a trigram lookup then reads one b-tree
