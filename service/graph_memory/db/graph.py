@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import cast
 
@@ -373,7 +373,6 @@ def relation_id(conn: apsw.Connection, relation: Relation) -> int | None:
 # name: ~15 % of the relation inserts of a 1,000,000-entity import; issue 15).
 _SECONDARY_INDEXES = ("SELECT name, sql FROM sqlite_schema WHERE type = 'index' AND sql IS NOT NULL "
                       "AND tbl_name IN ('entities', 'observations', 'relations') ORDER BY rowid")
-_NOTHING = "SELECT NULL, NULL WHERE 0"
 
 
 @contextmanager
@@ -393,7 +392,7 @@ def merging(conn: apsw.Connection, entities: int, *,
     importing = _importing.set(True)
     try:
         with index.keeping_in_sync(conn, mode), \
-                schema.set_aside(conn, "INDEX", _SECONDARY_INDEXES if rebuilding else _NOTHING):
+                (schema.set_aside(conn, "INDEX", _SECONDARY_INDEXES) if rebuilding else nullcontext()):
             yield
             if rebuilding and on_rebuild is not None:
                 on_rebuild()
