@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from bench import servers
     from bench.datagen import BROAD_TERM, make_graph
-    from bench.run import clean_env, run_import
+    from bench.run import run_import
     from bench.ts_client import SDK_DIR
 
     parser = argparse.ArgumentParser(prog="python -m bench.client_cost", description=main.__doc__)
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             specs.append(servers.reference(jsonl))
         for spec in specs:
             schemas: dict[str, Any] = {}
-            lines = capture_replies(spec, clean_env(), calls, schemas=schemas)
+            lines = capture_replies(spec, servers.clean_env(), calls, schemas=schemas)
             fits = [n for n, line in enumerate(lines) if len(line) < TS_MAX_MESSAGE_BYTES]
             ts = dict(zip(fits, typescript_client_cost([lines[n] for n in fits], [schemas[calls[n][0]] for n in fits],
                                                        args.ts_sdk, repeat=args.repeat), strict=True))

@@ -41,8 +41,7 @@ _TICK = os.sysconf("SC_CLK_TCK")
 
 
 def _env(database: Path, source: str | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
-    env["MEMORY_FILE_PATH"] = str(database)
+    env = servers.clean_env(MEMORY_FILE_PATH=str(database))
     if source:
         env["PYTHONPATH"] = source
     return env

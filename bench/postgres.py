@@ -85,10 +85,9 @@ def import_into(jsonl: Path, env: dict[str, str]) -> float:
     """``graph-memory import FILE`` with ``env`` (a fresh database); wall seconds."""
     import subprocess
 
-    from bench.run import clean_env
 
     start = time.perf_counter()
-    proc = subprocess.run([servers.graph_memory_command(), "import", str(jsonl)], env=clean_env(**env),
+    proc = subprocess.run([servers.graph_memory_command(), "import", str(jsonl)], env=servers.clean_env(**env),
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise servers.BenchError(f"import failed ({proc.returncode}): {proc.stderr[-2000:]}")

@@ -109,10 +109,8 @@ def measure_raw(tree: Path, database: Path, args: argparse.Namespace) -> str:
     """The server's side alone (:class:`RawSession`): empty calls, then read_graph timed to its
     first byte and to its last."""
     import json
-    import os
 
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")},
-           "MEMORY_FILE_PATH": str(database), "PYTHONPATH": str(tree.resolve() / "service")}
+    env = servers.clean_env(MEMORY_FILE_PATH=str(database), PYTHONPATH=str(tree.resolve() / "service"))
     session = RawSession([sys.executable, "-m", "graph_memory"], env)
     try:
         floors = [session.call(i, "tools/call", {"name": servers.NOOP_TOOL, "arguments": {}})[1]

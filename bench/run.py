@@ -94,12 +94,6 @@ def log(message: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
-    env.update(extra)
-    return env
-
-
 def run_import(jsonl: Path, database: Path) -> dict[str, Any]:
     """``graph-memory --database DB import FILE`` on an empty database: wall time, CPU time and
     peak RSS. The peak is the import's own ``VmHWM``, read every 10 ms while it runs: the
@@ -111,7 +105,7 @@ def run_import(jsonl: Path, database: Path) -> dict[str, Any]:
     cmd = [servers.graph_memory_command(), "--database", str(database), "import", str(jsonl)]
     with tempfile.TemporaryFile() as out:
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, env=clean_env(), stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, env=servers.clean_env(), stdout=out, stderr=subprocess.STDOUT)
         peak = 0.0
         while True:
             peak = max(peak, _own_peak_mib(proc.pid))
@@ -130,8 +124,8 @@ def run_import(jsonl: Path, database: Path) -> dict[str, Any]:
 
 def _own_peak_mib(pid: int) -> float:
     """``VmHWM`` of the running process ``pid`` in MiB (0 once it has exited)."""
-    with contextlib.suppress(OSError, ValueError):
-        return servers.peak_rss_mb(pid) if Path(f"/proc/{pid}/status").read_text().count("VmHWM:") else 0.0
+    with contextlib.suppress(OSError):
+        return servers.vm_hwm_mib(pid) or 0.0
     return 0.0
 
 
@@ -428,7 +422,7 @@ def measure_whole_reads(ours: servers.ServerSpec, reference: servers.ServerSpec 
     out: dict[str, Any] = {}
     for spec, extra in ((ours, {"MEMORY_MAX_REPLY_BYTES": "0"}), (reference, {})):
         if spec is not None:
-            out[spec.kind] = whole_read([spec.command, *spec.args], clean_env(**spec.env, **extra))
+            out[spec.kind] = whole_read([spec.command, *spec.args], servers.clean_env(**spec.env, **extra))
             log(f"  {spec.kind}: whole read_graph, bare client: {out[spec.kind]['last_byte_s']:.2f} s, "
                 f"{out[spec.kind]['bytes'] / 2**20:.1f} MiB, peak RSS {out[spec.kind]['peak_rss_mb']:.0f} MiB")
     return out
@@ -449,7 +443,7 @@ def measure_client_cost(spec: servers.ServerSpec, ops: list[workload.Op], measur
     keys = [k for k in COSTED if k in measured["ops"] and k in args]
     log(f"  clients' own cost: capturing {', '.join(keys)}")
     schemas: dict[str, Any] = {}
-    replies = client_cost.capture_replies(spec, clean_env(), [args[k] for k in keys], schemas=schemas)
+    replies = client_cost.capture_replies(spec, servers.clean_env(), [args[k] for k in keys], schemas=schemas)
     out = {key: client_cost.python_client_cost(line) for key, line in zip(keys, replies, strict=True)}
     # Only replies that client accepts (it drops the connection on a message over 10 MiB).
     fits = [(k, line) for k, line in zip(keys, replies, strict=True) if len(line) < client_cost.TS_MAX_MESSAGE_BYTES]
@@ -473,7 +467,7 @@ def measure_typescript(sides: list[ts_client.TsSide], measured: dict[str, dict[s
                       for r in workload.supported(workload.READS, tools, "read_graph")]
     log(f"  TypeScript client ({', '.join(s.spec.kind for s in sides)})")
     plan = ts_client.build_plan(sides, rounds=budget.rounds, floor=budget.floor, graph_size=size)
-    results = ts_client.run(plan, args.ts_sdk, workdir, errlog, clean_env())
+    results = ts_client.run(plan, args.ts_sdk, workdir, errlog, servers.clean_env())
     out: dict[str, Any] = {}
     for side in sides:
         res = results[side.spec.kind]

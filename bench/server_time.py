@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import servers
 from bench.replies import RawSession, add_tree_arguments
 
 OPERATIONS: dict[str, dict[str, Any]] = {
@@ -42,9 +43,8 @@ UNBOUNDED = {"read_graph whole"}
 
 
 def _env(tree: Path, database: Path, unbounded: bool) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
-    env.update(MEMORY_FILE_PATH=str(database),
-               PYTHONPATH=os.pathsep.join([str(tree.resolve() / "service"), str(Path(__file__).resolve().parents[1])]))
+    env = servers.clean_env(MEMORY_FILE_PATH=str(database), PYTHONPATH=os.pathsep.join(
+        [str(tree.resolve() / "service"), str(Path(__file__).resolve().parents[1])]))
     if unbounded:
         env["MEMORY_MAX_REPLY_BYTES"] = "0"
     return env
@@ -52,11 +52,11 @@ def _env(tree: Path, database: Path, unbounded: bool) -> dict[str, str]:
 
 def measure_raw(trees: list[Path], database: Path, rounds: int, tmp: Path) -> None:
     for unbounded in (False, True):
-        servers = []
+        sessions = []
         for i, tree in enumerate(trees):
             copy = tmp / f"raw{i}.db"
             shutil.copy(database, copy)
-            servers.append(RawSession([sys.executable, "-m", "graph_memory"], _env(tree, copy, unbounded)))
+            sessions.append(RawSession([sys.executable, "-m", "graph_memory"], _env(tree, copy, unbounded)))
         try:
             for label, params in OPERATIONS.items():
                 if (label in UNBOUNDED) != unbounded:
@@ -64,7 +64,7 @@ def measure_raw(trees: list[Path], database: Path, rounds: int, tmp: Path) -> No
                 times: list[list[tuple[float, float]]] = [[] for _ in trees]
                 lines: list[bytes] = [b""] * len(trees)
                 for _ in range(rounds if not unbounded else max(3, rounds // 3)):
-                    for i, server in enumerate(servers):
+                    for i, server in enumerate(sessions):
                         first, last, lines[i] = server.call(1, "tools/call", params)
                         times[i].append((last, first))
                 if any(line != lines[0] for line in lines):
@@ -74,7 +74,7 @@ def measure_raw(trees: list[Path], database: Path, rounds: int, tmp: Path) -> No
                           f"median {statistics.median(t[0] for t in measured) * 1e3:8.2f}  first byte min "
                           f"{min(t[1] for t in measured) * 1e3:8.2f}  ({len(lines[0]):,} B)", flush=True)
         finally:
-            for server in servers:
+            for server in sessions:
                 server.close()
 
 

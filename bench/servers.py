@@ -50,6 +50,14 @@ class ServerSpec:
         return StdioServerParameters(command=self.command, args=list(self.args), env=self.env, cwd=self.cwd)
 
 
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without any ``MEMORY_*`` setting, plus ``extra``: what a server
+    or command the bench starts sees (its settings are the bench's, never the caller's)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+    env.update(extra)
+    return env
+
+
 def graph_memory_command() -> str:
     """The ``graph-memory`` console script of this interpreter's environment."""
     candidate = Path(sys.executable).parent / "graph-memory"
@@ -114,12 +122,23 @@ def server_pid(spec: ServerSpec) -> int:
 
 
 def peak_rss_mb(pid: int) -> float:
-    """``VmHWM`` (peak resident set over the process's life) of ``pid``, in MiB."""
+    """``VmHWM`` (peak resident set over the process's life) of ``pid``, in MiB; its current
+    resident set where the kernel gives no ``VmHWM``."""
+    peak = vm_hwm_mib(pid)
+    return peak if peak is not None else float(psutil.Process(pid).memory_info().rss) / 2**20
+
+
+def vm_hwm_mib(pid: int) -> float | None:
+    """``VmHWM`` of ``pid`` from ``/proc/PID/status`` in MiB; None when the status has none (a
+    process that has exited and not been waited for).
+
+    Raises:
+        OSError: no such process (or no ``/proc``)."""
     with open(f"/proc/{pid}/status", encoding="ascii") as status:
         for line in status:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
-    return float(psutil.Process(pid).memory_info().rss) / 2**20
+    return None
 
 
 @contextlib.asynccontextmanager

@@ -192,14 +192,14 @@ def test_client_cost_times_each_clients_own_work_on_captured_replies(ts_sdk: Pat
     sys.path.insert(0, str(REPO))
     from bench import client_cost, servers
     from bench.datagen import BROAD_TERM, make_graph
-    from bench.run import clean_env, run_import
+    from bench.run import run_import
 
     jsonl, database = tmp_path / "graph.jsonl", tmp_path / "graph.db"
     make_graph(300).write_jsonl(jsonl)
     run_import(jsonl, database)
     schemas: dict[str, Any] = {}
     calls: list[tuple[str, dict[str, Any]]] = [("read_graph", {}), ("search_nodes", {"query": BROAD_TERM})]
-    lines = client_cost.capture_replies(servers.ours(database, "legacy"), clean_env(), calls, schemas=schemas)
+    lines = client_cost.capture_replies(servers.ours(database, "legacy"), servers.clean_env(), calls, schemas=schemas)
     assert schemas["read_graph"]["properties"]["entities"]["type"] == "array"
     assert len(json.loads(lines[0])["result"]["structuredContent"]["entities"]) == 300
     assert client_cost.python_output_check_ms(lines[0], schemas["read_graph"], repeat=1) > 0
