@@ -39,7 +39,7 @@ from graph_memory.meshfile import stream_memory_file
 from graph_memory.models import Entity, Relation
 
 __all__ = ["FileState", "ImportRecord", "ImportReport", "Progress", "export_file", "first_start_import",
-           "load_graph", "plan_graph", "read_legacy_file", "record_path", "warn_if_legacy_file_changed",
+           "load_graph", "plan_graph", "read_legacy_file", "record_path", "refused", "warn_if_legacy_file_changed",
            "write_atomically"]
 
 log = get_logger("graph_memory.importer")
@@ -147,11 +147,12 @@ def _plan(g: Graph, legacy: LegacyGraph, report: ImportReport) -> None:
             report.relations_created += 1
 
 
-def _records(legacy: LegacyGraph | LegacyStream) -> Iterator[LegacyRecord]:
-    """The records of ``legacy`` in file order: a stream's lines, or a reconciled graph's
-    entities then relations (each with the ``inverseOf`` the file gave it)."""
+def _records(legacy: LegacyGraph | LegacyStream, scan: LegacyGraph | None) -> Iterator[LegacyRecord]:
+    """The records of ``legacy`` in file order: a stream's lines (what reading them counted into
+    ``scan``), or a reconciled graph's entities then relations (each with the ``inverseOf`` the
+    file gave it)."""
     if isinstance(legacy, LegacyStream):
-        return legacy.records()
+        return legacy.records(scan)
     return chain(legacy.entities, (LegacyRelation(r, legacy.inverse_of.get(r.key)) for r in legacy.relations))
 
 
@@ -170,10 +171,16 @@ def _load(backend: Backend, legacy: LegacyGraph | LegacyStream, *, source: str, 
     the import record (kind first_start or import) in the same transaction. The merge reads the
     records of ``legacy`` in file order and writes their observations ``batch`` at a time
     (:func:`graph_memory.merge.merge_records`)."""
-    entities = legacy.entity_records if isinstance(legacy, LegacyStream) else len(legacy.entities)
-    # What the merge must remember: a stream's repeats (a reconciled graph has none)
-    repeats = ((legacy.repeated_names, legacy.repeated_triples) if isinstance(legacy, LegacyStream)
-               else ((), ()))
+    unchecked = isinstance(legacy, LegacyStream) and not legacy.checked
+    if not isinstance(legacy, LegacyStream):
+        entities = len(legacy.entities)
+    else:  # of a stream not checked yet: its lines, as many as it can have entities
+        entities = legacy.data.count(b"\n") + 1 if unchecked else legacy.entity_records
+    # What the merge must remember: a stream's repeats (a reconciled graph has none; those of a
+    # stream not checked yet are unknown: every stored entity and relation met is remembered)
+    repeats: tuple[frozenset[int], frozenset[int]] | None = (
+        None if unchecked else (legacy.repeated_names, legacy.repeated_triples) if isinstance(legacy, LegacyStream)
+        else (frozenset(), frozenset()))
 
     def indexing() -> None:
         if progress:
@@ -189,9 +196,12 @@ def _load(backend: Backend, legacy: LegacyGraph | LegacyStream, *, source: str, 
         if progress:
             progress.phase("importing")
         # The graph keeps the search index in step the cheapest way for a merge of this size.
+        scan = LegacyGraph([], []) if unchecked else None
         with g.merging(entities, on_rebuild=indexing):
-            counts, tally = merge_records(g, _records(legacy), progress=progress, batch=batch,
+            counts, tally = merge_records(g, _records(legacy, scan), progress=progress, batch=batch,
                                           progress_every=_PROGRESS_EVERY, repeats=repeats)
+        if scan is not None:  # the reading was the check: the file's summary is known only now
+            report = ImportReport.for_graph(scan, source=source, database=report.database, dry_run=False)
         for name in ("entities_created", "entities_merged", "type_conflicts", "observations_added",
                      "relations_created", "relations_skipped"):
             setattr(report, name, getattr(counts, name))
@@ -232,10 +242,12 @@ def load_graph(backend: Backend, legacy: LegacyGraph | LegacyStream, *, source: 
     return report
 
 
-def read_legacy_file(path: str, *, skip_invalid: bool, database: Path | str) -> tuple[FileState, LegacyStream]:
+def read_legacy_file(path: str, *, skip_invalid: bool, database: Path | str,
+                     check: bool = True) -> tuple[FileState, LegacyStream]:
     """Read the legacy file ``path`` once and check every line, for ``graph-memory import`` into
     ``database``: its state (what the import record describes) and its records
-    (:meth:`LegacyStream.graph` parses them whole, e.g. for a dry run).
+    (:meth:`LegacyStream.graph` parses them whole, e.g. for a dry run). ``check`` False: only
+    read; the import's reading of the records checks them (its errors: :func:`refused`).
 
     Raises:
         LegacyFormatError: the file cannot be read or (without ``skip_invalid``) has a bad line;
@@ -244,12 +256,19 @@ def read_legacy_file(path: str, *, skip_invalid: bool, database: Path | str) -> 
     """
     try:
         state, data = FileState.read(path)
-        return state, stream_memory_file(data, skip_invalid=skip_invalid, path=path)
+        return state, stream_memory_file(data, skip_invalid=skip_invalid, path=path, check=check)
     except LegacyFormatError as exc:
-        skipping = graph_memory_command("import", "--skip-invalid", Path(path).absolute(), database=database)
-        hint = "" if skip_invalid or not exc.skippable else (
-            f"; fix that line, or import every other line (the bad ones are listed) with: {skipping}")
-        raise exc.advised(f". Nothing was imported{hint}") from exc
+        raise refused(exc, path, skip_invalid=skip_invalid, database=database) from exc
+
+
+def refused(exc: LegacyFormatError, path: str, *, skip_invalid: bool, database: Path | str) -> LegacyFormatError:
+    """``exc`` (the file ``path`` refused by ``graph-memory import`` into ``database``) saying that
+    nothing was imported and, for a bad line, giving the ``import --skip-invalid`` command that
+    imports every other line."""
+    skipping = graph_memory_command("import", "--skip-invalid", Path(path).absolute(), database=database)
+    hint = "" if skip_invalid or not exc.skippable else (
+        f"; fix that line, or import every other line (the bad ones are listed) with: {skipping}")
+    return exc.advised(f". Nothing was imported{hint}")
 
 
 def plan_graph(backend: Backend | None, legacy: LegacyGraph | LegacyStream, *, source: str,

@@ -631,6 +631,11 @@ class LegacyStream:
     ``repeated_triples`` hold the ``hash()`` (of this process) of every entity name and every
     ``(from, to, relationType)`` that occurs more than once, and rarely of others (hashes may
     collide): what a merge must remember beyond one record.
+
+    ``checked`` False (``stream_legacy(check=False)``): nothing was read yet, ``scan`` and the
+    counts are empty and the repeats unknown; each :meth:`records` reading checks the lines as it
+    goes (a bad line raises there) and counts into the ``scan`` it is given. An import into a new
+    database reads such a stream once instead of twice (issue 15).
     """
 
     data: bytes
@@ -642,21 +647,33 @@ class LegacyStream:
     relation_records: int
     repeated_names: frozenset[int] = frozenset()
     repeated_triples: frozenset[int] = frozenset()
+    checked: bool = True
 
-    def records(self) -> Iterator[LegacyRecord]:
+    def records(self, scan: LegacyGraph | None = None) -> Iterator[LegacyRecord]:
         """Every entity and relation line in file order, as read (observations as written, with
         any repeats; lone surrogates replaced): lines the check skipped are skipped.
 
+        ``scan``: a new :class:`LegacyGraph` that receives what this reading counted, as the check
+        counts it (``lines``, ``unknown_keys``, ``replaced_surrogates``, ``skipped_lines``,
+        ``invalid_lines``; complete once the records are exhausted): the check of a stream that
+        was not checked.
+
         Raises:
-            LegacyFormatError: a bad line without ``skip_invalid`` (only when ``data`` is not what
-                was checked: the check refused such a file already).
+            LegacyFormatError: a bad line without ``skip_invalid`` (of a checked stream only when
+                ``data`` is not what was checked: the check refused such a file already), or a
+                file refused whole (not UTF-8, a SQLite database).
         """
         collector = _Collector(self.skip_invalid, self.path, self.dialect)
+        if scan is not None:
+            collector.graph = scan
         out = collector.out
         for _ in _scan(self.data, collector):
             if out:
                 yield from out
                 out.clear()
+        if scan is not None:
+            scan.lines = collector.lines
+            scan.invalid_lines.sort(key=lambda s: s.line)  # as the check sorts them
 
     def graph(self) -> LegacyGraph:
         """The whole file reconciled (:func:`parse_legacy`), e.g. for a dry run."""
@@ -664,13 +681,16 @@ class LegacyStream:
 
 
 def stream_legacy(data: bytes, *, skip_invalid: bool = False, path: str | None = None,
-                  dialect: Dialect = REFERENCE) -> LegacyStream:
+                  dialect: Dialect = REFERENCE, check: bool = True) -> LegacyStream:
     """Check the bytes of a legacy memory file line by line and return them as a
-    :class:`LegacyStream` (same arguments, rules and errors as :func:`parse_legacy`).
+    :class:`LegacyStream` (same arguments, rules and errors as :func:`parse_legacy`). With
+    ``check`` False nothing is read here: the stream's first reading checks it.
 
     Raises:
-        LegacyFormatError: as :func:`parse_legacy`.
+        LegacyFormatError: as :func:`parse_legacy` (only with ``check``).
     """
+    if not check:
+        return LegacyStream(data, path, skip_invalid, dialect, LegacyGraph([], []), 0, 0, checked=False)
     checker = _Checker(skip_invalid, path, dialect)
     for _ in _scan(data, checker):
         pass

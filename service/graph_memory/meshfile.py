@@ -78,10 +78,12 @@ def parse_memory_file(data: bytes, *, skip_invalid: bool = False, path: str | No
     return parse_legacy(data, skip_invalid=skip_invalid, path=path, dialect=detect(data))
 
 
-def stream_memory_file(data: bytes, *, skip_invalid: bool = False, path: str | None = None) -> LegacyStream:
+def stream_memory_file(data: bytes, *, skip_invalid: bool = False, path: str | None = None,
+                       check: bool = True) -> LegacyStream:
     """:func:`parse_memory_file` for a streamed import (:func:`graph_memory.legacy.stream_legacy`):
-    the file checked whole, its records read again one at a time."""
-    return stream_legacy(data, skip_invalid=skip_invalid, path=path, dialect=detect(data))
+    the file checked whole, its records read again one at a time (``check`` False: checked by
+    that reading)."""
+    return stream_legacy(data, skip_invalid=skip_invalid, path=path, dialect=detect(data), check=check)
 
 
 def _dumps(obj: dict[str, Any]) -> str:

@@ -33,12 +33,14 @@ from graph_memory.db.backend import known_migrations as known_migrations  # for 
 from graph_memory.db.backend import open_backend as open_backend  # for the CLI's serve
 from graph_memory.db.backup import BackupResult, GraphCounts
 from graph_memory.db.records import ImportRecord
+from graph_memory.db.store import DatabaseAppeared
 from graph_memory.errors import (
     Conflict,
     EntityNotFound,
     GraphError,
     InvalidCursor,
     InvalidInput,
+    LegacyFormatError,
     OutputError,
     ReplyTooLarge,
     StoreError,
@@ -51,10 +53,11 @@ from graph_memory.importer import (
     load_graph,
     plan_graph,
     read_legacy_file,
+    refused,
     write_atomically,
 )
 from graph_memory.legacy import write_legacy
-from graph_memory.meshfile import write_memorymesh
+from graph_memory.meshfile import stream_memory_file, write_memorymesh
 from graph_memory.models import (
     AddedObservations,
     DeleteEntitiesResult,
@@ -710,22 +713,38 @@ def opened(settings: Settings, mode: OpenMode) -> Iterator[Backend]:
 
 
 def import_file(settings: Settings, file: str, *, skip_invalid: bool = False, dry_run: bool = False,
-                progress: Callable[[int], AbstractContextManager[Progress]] | None = None) -> ImportReport:
+                progress: Callable[[int | None], AbstractContextManager[Progress]] | None = None) -> ImportReport:
     """``graph-memory import FILE``: merge the legacy ``file`` into the database (one transaction,
     recorded in ``legacy_imports``), or with ``dry_run`` only report what that would do.
 
-    The file is read and parsed first, once (it may be a pipe): a refused file never opens (or
-    creates) the database. A dry run opens an existing database without migrating it (none: every
-    item would be new); an import opens it migrating (creating a new one). ``progress(total)``
-    (``total``: the file's entity and relation lines) gives the importer's progress for the import.
+    The file is read whole first (it may be a pipe). Into an existing database (or PostgreSQL) it
+    is checked line by line before the database is opened, then read again record by record
+    into the import's transaction. A new SQLite database is built aside from one reading that
+    checks as it imports (:func:`graph_memory.db.backend.building_new`), so a refused file never
+    leaves a database behind either way. A dry run opens an existing database without migrating
+    it (none: every item would be new). ``progress(total)`` (``total``: the file's entity and
+    relation lines, None when not counted yet) gives the importer's progress for the import.
 
     Raises:
         LegacyFormatError: the file cannot be read or has a bad line (nothing was imported).
         PendingMigrationsError: a dry run on a database with pending migrations.
         StoreError: the database cannot be opened or written (nothing was).
     """
-    state, legacy = read_legacy_file(file, skip_invalid=skip_invalid, database=settings.database_label)
     path = settings.database_label
+    new = not dry_run and backends.database_missing(settings)
+    state, legacy = read_legacy_file(file, skip_invalid=skip_invalid, database=path, check=not new)
+    if new:
+        try:
+            with backends.building_new(settings) as backend, \
+                    progress(None) if progress else nullcontext() as bar:
+                report = load_graph(backend, legacy, source=file, progress=bar, record=state)
+            report.database = str(settings.database_path)  # not the name it was built under
+            return report
+        except LegacyFormatError as exc:
+            raise refused(exc, file, skip_invalid=skip_invalid, database=path) from exc
+        except DatabaseAppeared:  # a server started meanwhile, say: import into that database
+            # (the file was read whole without a fault, so its check passes)
+            legacy = stream_memory_file(legacy.data, skip_invalid=skip_invalid, path=file)
     if dry_run:
         if backends.database_missing(settings):  # no database: everything would be new
             return plan_graph(None, legacy, source=file, database=str(path))

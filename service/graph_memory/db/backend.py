@@ -10,8 +10,8 @@ retries and error translation stay behind them, as SQLite's trigram FTS5, WAL an
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Literal, Protocol, TypeVar
 
@@ -656,6 +656,23 @@ def _open_postgres(settings: Settings, mode: OpenMode) -> Backend:
         raise StoreError(f"MEMORY_DATABASE_URL selects PostgreSQL, but its driver is not installed ({exc}); "
                          f"install it with: pip install 'graph-memory[postgres]'") from None
     return PostgresBackend.open(settings, mode)
+
+
+@contextmanager
+def building_new(settings: Settings) -> Iterator[Backend]:
+    """The SQLite database ``settings`` name, which does not exist yet, built aside and put in
+    place when the body returns (:meth:`Store.building`): nothing opens it before it is whole,
+    and a body that raises leaves no database. For writing a whole graph at once (an import into
+    a new database, ~20 % faster than into an open one at 1,000,000 entities).
+
+    Raises:
+        DatabaseAppeared: another process created the database meanwhile (nothing was kept).
+        StoreError: as :meth:`Store.building`; also when ``settings`` names PostgreSQL.
+    """
+    if settings.database_url is not None:
+        raise StoreError("a PostgreSQL database is created by its administrator, never built by graph-memory")
+    with Store.building(settings.database_path, busy_timeout_ms=settings.busy_timeout_ms) as store:
+        yield SqliteBackend(store)
 
 
 def database_missing(settings: Settings) -> bool:

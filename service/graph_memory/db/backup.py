@@ -21,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
-from graph_memory.db.paths import check_database_path, fsync_directory
+from graph_memory.db.paths import check_database_path, fsync_directory, fsync_file, link_new
 from graph_memory.db.store import Connection, Store
 from graph_memory.errors import OutputError, StoreError
 from graph_memory.hints import graph_memory_command, shell_quote
@@ -183,7 +183,7 @@ def backup_database(source: str | os.PathLike[str], dest: str | os.PathLike[str]
         pages, restarts = _copy(src_path, tmp, busy_timeout_ms, pages_per_step, progress)
         version, counts = _verify(tmp, target, src_path)
         os.chmod(tmp, src_path.stat().st_mode & 0o777)
-        _fsync(tmp)
+        fsync_file(tmp)
         if generated:
             target = _publish_new(tmp, target)
         else:
@@ -222,14 +222,6 @@ def _verify(tmp: Path, target: Path, source: Path) -> tuple[int, GraphCounts]:
         copy.close()
 
 
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _publish_new(tmp: Path, target: Path) -> Path:
     """Put the verified copy at ``target`` or, when another backup took that generated name
     meanwhile (two backups in one second: cron and a manual one), at the next free ``_N`` name;
@@ -262,12 +254,6 @@ def _publish(tmp: Path, target: Path, force: bool) -> None:
         os.replace(tmp, target)
         return
     try:
-        os.link(tmp, target)
+        link_new(tmp, target)
     except FileExistsError:
         raise OutputError(f"{target} already exists; choose another name, or pass --force to replace it") from None
-    except OSError:  # no hard links on this file system
-        if target.exists():
-            raise OutputError(f"{target} already exists; choose another name, or pass --force to replace it") from None
-        os.replace(tmp, target)
-        return
-    tmp.unlink()

@@ -7,6 +7,7 @@ Nothing is opened for reading either: opening a FIFO would block, a device may h
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -134,3 +135,33 @@ def fsync_directory(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def fsync_file(path: Path) -> None:
+    """Make the content of the file ``path`` durable (before it is renamed or linked into place)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def link_new(finished: Path, target: Path) -> None:
+    """Give the finished file ``finished`` the name ``target`` (and drop its own name), never
+    replacing a file that is there: a hard link fails when the name exists. Where the file
+    system has no hard links, it is renamed after a check that the name is free.
+
+    Raises:
+        FileExistsError: ``target`` exists (``finished`` is left as it was).
+        OSError: the link or rename failed otherwise.
+    """
+    try:
+        os.link(finished, target)
+    except FileExistsError:
+        raise
+    except OSError:  # no hard links on this file system
+        if target.exists():
+            raise FileExistsError(errno.EEXIST, "File exists", str(target)) from None
+        os.replace(finished, target)
+        return
+    finished.unlink()
