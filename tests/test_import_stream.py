@@ -176,3 +176,37 @@ def test_a_rebuilt_search_document_lowercases_each_observation_on_its_own(store:
         "WHERE e.name = 'ΟΔΟΣ'").fetchall())
     assert document == [("\n".join(o.lower() for o in observations),)]
     search_documents_are_consistent(store)
+
+
+def test_batch_inserts_give_each_inserted_row_its_own_id(store: Store) -> None:
+    """insert_entities/insert_relations compute the ids of a batch inserted whole (the largest id
+    grew by the batch size) and read them back otherwise: both ways agree with the table."""
+    def ids(conn: Any, sql: str) -> dict[Any, int]:
+        return {tuple(row[1:]) if len(row) > 2 else row[1]: row[0] for row in conn.execute(sql)}
+
+    def check(conn: Any) -> None:
+        created = graph.insert_entities(conn, [("A", "t"), ("B", "t")])                # all new
+        conn.execute("DELETE FROM entities WHERE name = 'B'")                         # the largest id goes
+        created |= graph.insert_entities(conn, [("C", "t"), ("A", "t"), ("D", "t")])  # A exists
+        created |= graph.insert_entities(conn, [("E", "t")])
+        assert created == ids(conn, "SELECT id, name FROM entities") | {"B": 2}
+        assert list(graph.insert_entities(conn, [("E", "t")])) == []
+        rels = [Relation("A", "C", "r"), Relation("A", "C", "r"), Relation("C", "A", "r")]  # a repeat
+        made = graph.insert_relations(conn, rels)
+        made |= graph.insert_relations(conn, [Relation("D", "E", "r"), Relation("E", "D", "r", 0.5)])
+        assert made == ids(conn, "SELECT id, from_name, to_name, relation_type FROM relations")
+        assert len(made) == 4
+
+    store.run_write(check)
+
+
+def test_an_import_that_adds_rows_counts_as_a_graph_change_and_one_adding_none_does_not(store: Store) -> None:
+    data = jsonl(ent("A", "t", ["o"]), rel("A", "B"))
+    version = store.run_read(lambda conn: conn.execute("SELECT version FROM graph_version").fetchall()[0][0])
+    load_graph(SqliteBackend(store), stream_legacy(data), source="f")
+    after = store.run_read(lambda conn: conn.execute("SELECT version FROM graph_version").fetchall()[0][0])
+    assert after == version + 1
+    report = load_graph(SqliteBackend(store), stream_legacy(data), source="f")  # all there already
+    assert report.entities_created == report.observations_added == report.relations_created == 0
+    again = store.run_read(lambda conn: conn.execute("SELECT version FROM graph_version").fetchall()[0][0])
+    assert again == after
