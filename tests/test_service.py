@@ -198,10 +198,10 @@ def test_import_file_dry_run_writes_nothing_and_creates_no_database(db_path: Pat
 
 def test_import_file_merges_records_and_reports_progress_totals(db_path: Path, tmp_path: Path) -> None:
     settings = Settings(file_path=db_path)
-    totals: list[int] = []
+    totals: list[int | None] = []
 
     class Bar:
-        def __init__(self, total: int) -> None:
+        def __init__(self, total: int | None) -> None:
             totals.append(total)
 
         def __enter__(self) -> Bar:
@@ -218,12 +218,14 @@ def test_import_file_merges_records_and_reports_progress_totals(db_path: Path, t
 
     report = import_file(settings, _legacy(tmp_path), progress=Bar)
     assert (report.dry_run, report.entities_created, report.observations_added) == (False, 2, 1)
-    assert totals == [3]
+    assert totals == [None]  # a new database: built from one reading, which counts as it goes
+    import_file(settings, _legacy(tmp_path), progress=Bar)
+    assert totals == [None, 3]  # an existing one: the file's check counted its records first
     again = import_file(settings, _legacy(tmp_path), dry_run=True)
     assert (again.entities_merged, again.entities_created, again.relations_skipped) == (2, 0, 1)
     result = stats(settings)
     assert (result.counts.entities, result.counts.relations) == (2, 1)
-    assert [r.kind for r in result.records] == ["import"] and result.owes is None
+    assert [r.kind for r in result.records] == ["import", "import"] and result.owes is None
 
 
 def test_import_file_refuses_a_bad_line_before_opening_the_database(db_path: Path, tmp_path: Path) -> None:
