@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,8 @@ import pytest
 
 from graph_memory import service
 from graph_memory.db import graph, index
-from graph_memory.db.store import Store
-from graph_memory.errors import LegacyFormatError
+from graph_memory.db.store import STALE_BUILD_SECONDS, Store
+from graph_memory.errors import LegacyFormatError, StoreError
 from graph_memory.importer import ImportReport
 from graph_memory.models import Entity
 from graph_memory.settings import Settings
@@ -175,3 +176,47 @@ def test_a_database_created_meanwhile_gets_the_import_instead(tmp_path: Path) ->
     assert [(r[1], r[2]) for r in rows["entities"]] == [("Alice", "person"), ("Carol", "person")]
     assert [r[2] for r in rows["observations"]] == ["likes tea", "plays go"]
     assert phases.count("importing") == 2  # built aside, then into the database that appeared
+
+
+def test_what_a_killed_build_left_is_removed_by_the_next_one(tmp_path: Path) -> None:
+    """A build killed outright leaves its temporary file; the next build of the same name removes
+    it once unchanged for STALE_BUILD_SECONDS, and leaves a recent one (perhaps another import's
+    that is still running) and other names' alone."""
+    file = tmp_path / "memory.jsonl"
+    file.write_bytes(jsonl(ent("A")))
+    stale = tmp_path / ".memory.db.k1lled00.building"
+    stale_wal = tmp_path / ".memory.db.k1lled00.building-wal"
+    recent = tmp_path / ".memory.db.runn1ng0.building"
+    other = tmp_path / ".other.db.k1lled00.building"
+    old = time.time() - STALE_BUILD_SECONDS - 60
+    for leftover in (stale, stale_wal, recent, other):
+        leftover.write_bytes(b"SQLite format 3\x00 half an import")
+    for leftover in (stale, stale_wal, other):
+        os.utime(leftover, (old, old))
+    import_into(tmp_path / "memory.db", file)
+    assert leftovers(tmp_path) == [recent.name, other.name]
+
+
+def test_a_build_that_cannot_take_its_name_keeps_nothing(tmp_path: Path) -> None:
+    file = tmp_path / "memory.jsonl"
+    file.write_bytes(jsonl(ent("A"), ent("B")))
+    db = tmp_path / "memory.db"
+
+    class RemovingTheBuild:
+        def __enter__(self) -> RemovingTheBuild:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def advance(self, items: int) -> None:
+            pass
+
+        def phase(self, name: str) -> None:
+            if name == "indexing":  # e.g. someone cleaning the folder by hand
+                for leftover in tmp_path.glob(".memory.db.*.building"):
+                    leftover.unlink()
+
+    with pytest.raises(StoreError, match=r"cannot give the database built as .* its name .*nothing was kept"):
+        service.import_file(Settings(file_path=db), str(file), progress=lambda total: RemovingTheBuild())
+    assert not db.exists() and leftovers(tmp_path) == []

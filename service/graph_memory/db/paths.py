@@ -153,11 +153,11 @@ def link_new(finished: Path, target: Path) -> None:
 
     Raises:
         FileExistsError: ``target`` exists (``finished`` is left as it was).
-        OSError: the link or rename failed otherwise.
+        OSError: the link or rename failed otherwise (e.g. ``finished`` is gone).
     """
     try:
         os.link(finished, target)
-    except FileExistsError:
+    except (FileExistsError, FileNotFoundError):
         raise
     except OSError:  # no hard links on this file system
         if target.exists():

@@ -15,6 +15,7 @@ thread; other threads (CLI backup, tests) open their own Store.
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import random
 import shutil
@@ -66,6 +67,28 @@ def python_lower(*args: apsw.SQLiteValue) -> apsw.SQLiteValue:
     anything else unchanged. Registered with exactly one argument."""
     (value,) = args
     return value.lower() if isinstance(value, str) else value
+
+
+# A database being built (Store.building) is written to all the time; one whose file has not
+# changed for this long was left by a process that was killed, and is removed by the next build.
+STALE_BUILD_SECONDS = 600.0
+
+
+def _remove_stale_builds(path: Path, *, keep: Path) -> None:
+    """Remove what killed builds of ``path`` left beside it (``.NAME.*.building`` and its -wal
+    and -shm, unchanged for :data:`STALE_BUILD_SECONDS`), except ``keep``; best effort."""
+    now = time.time()
+    for leftover in path.parent.glob(f".{glob.escape(path.name)}.*.building"):
+        try:
+            age = now - leftover.stat().st_mtime
+            if leftover == keep or age < STALE_BUILD_SECONDS:
+                continue
+            for name in (leftover, *(leftover.with_name(leftover.name + end) for end in ("-wal", "-shm"))):
+                name.unlink(missing_ok=True)
+        except OSError as exc:
+            log.warning("stale_build_not_removed", path=str(leftover), error=str(exc))
+            continue
+        log.info("stale_build_removed", path=str(leftover), unchanged_s=round(age))
 
 
 class DatabaseAppeared(StoreError):
@@ -162,12 +185,14 @@ class Store:
         synced and linked into place as ``path``. When the body raises (or the process is
         stopped by a signal Python sees) the temporary file is removed: ``path`` never existed.
         A process killed outright leaves the temporary file behind (the ``building`` name says
-        what it is; nothing reads it).
+        what it is; nothing reads it): a later build of ``path`` removes it once it has not
+        changed for :data:`STALE_BUILD_SECONDS`.
 
         Raises:
             DatabaseAppeared: ``path`` was created meanwhile by another process (nothing of the
                 body was kept; ``path`` is left as it is).
-            StoreError: as :meth:`open`, for the folder and the temporary file.
+            StoreError: as :meth:`open`, for the folder and the temporary file; the finished
+                file could not be given its name (nothing was kept).
         """
         path = Path(path).expanduser().absolute()
         check_database_path(path)
@@ -179,6 +204,7 @@ class Store:
             raise StoreError(f"cannot create the database in {path.parent}: {exc.strerror or exc}; "
                              f"choose another location with MEMORY_FILE_PATH") from exc
         building = Path(name)
+        _remove_stale_builds(path, keep=building)
         try:
             store = cls.open(building, busy_timeout_ms=busy_timeout_ms, building=True)
             try:
@@ -186,12 +212,15 @@ class Store:
                 store.conn.execute("PRAGMA journal_mode = WAL")  # as every database is
             finally:
                 store.close()
-            fsync_file(building)
             try:
+                fsync_file(building)
                 link_new(building, path)
             except FileExistsError:
                 raise DatabaseAppeared(f"the database {path} was created by another process while this one "
                                        f"was built beside it") from None
+            except OSError as exc:
+                raise StoreError(f"cannot give the database built as {building} its name {path}: "
+                                 f"{exc.strerror or exc}; nothing was kept") from exc
         except BaseException:
             for leftover in (building, *(building.with_name(building.name + end) for end in ("-wal", "-shm"))):
                 leftover.unlink(missing_ok=True)
