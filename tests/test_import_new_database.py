@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import stat
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,21 @@ def everything(db: Path) -> dict[str, Any]:
 
 def outcome(report: ImportReport) -> dict[str, Any]:
     return {k: v for k, v in report.to_dict().items() if k != "database"}
+
+
+class Hooked:
+    """An import's progress that calls ``on_phase(name)`` and ``on_advance(items)``: a way into
+    the middle of an import."""
+
+    def __init__(self, *, on_phase: Callable[[str], None] = lambda name: None,
+                 on_advance: Callable[[int], None] = lambda items: None) -> None:
+        self.phase, self.advance = on_phase, on_advance
+
+    def __enter__(self) -> Hooked:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
 
 
 def leftovers(folder: Path) -> list[str]:
@@ -125,21 +141,11 @@ def test_an_interrupted_import_leaves_no_database_and_no_temporary_file(tmp_path
     file.write_bytes(jsonl(*(ent(f"E{i}") for i in range(5000))))
     db = tmp_path / "memory.db"
 
-    class Interrupting:
-        def __enter__(self) -> Interrupting:
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            pass
-
-        def advance(self, items: int) -> None:
-            raise KeyboardInterrupt
-
-        def phase(self, name: str) -> None:
-            pass
+    def interrupt(items: int) -> None:
+        raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        service.import_file(Settings(file_path=db), str(file), progress=lambda total: Interrupting())
+        service.import_file(Settings(file_path=db), str(file), progress=lambda total: Hooked(on_advance=interrupt))
     assert not db.exists() and leftovers(tmp_path) == []
 
 
@@ -151,24 +157,15 @@ def test_a_database_created_meanwhile_gets_the_import_instead(tmp_path: Path) ->
     db = tmp_path / "memory.db"
     phases: list[str] = []
 
-    class StartingAServer:
-        def __enter__(self) -> StartingAServer:
-            return self
+    def start_a_server(name: str) -> None:
+        phases.append(name)
+        if name == "indexing" and not db.exists():
+            other = Store.open(db)
+            other.run_write(lambda c: graph.create_entities(c, [Entity("Alice", "person", ["likes tea"])]))
+            other.close()
 
-        def __exit__(self, *exc: object) -> None:
-            pass
-
-        def advance(self, items: int) -> None:
-            pass
-
-        def phase(self, name: str) -> None:
-            phases.append(name)
-            if name == "indexing" and not db.exists():
-                other = Store.open(db)
-                other.run_write(lambda c: graph.create_entities(c, [Entity("Alice", "person", ["likes tea"])]))
-                other.close()
-
-    report = service.import_file(Settings(file_path=db), str(file), progress=lambda total: StartingAServer())
+    report = service.import_file(Settings(file_path=db), str(file),
+                                 progress=lambda total: Hooked(on_phase=start_a_server))
     assert report.entities_created == 1 and report.entities_merged == 1 and report.type_conflicts == 1
     assert report.observations_added == 1 + 0 and report.relations_created == 1
     assert report.database == str(db) and leftovers(tmp_path) == []
@@ -202,21 +199,11 @@ def test_a_build_that_cannot_take_its_name_keeps_nothing(tmp_path: Path) -> None
     file.write_bytes(jsonl(ent("A"), ent("B")))
     db = tmp_path / "memory.db"
 
-    class RemovingTheBuild:
-        def __enter__(self) -> RemovingTheBuild:
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            pass
-
-        def advance(self, items: int) -> None:
-            pass
-
-        def phase(self, name: str) -> None:
-            if name == "indexing":  # e.g. someone cleaning the folder by hand
-                for leftover in tmp_path.glob(".memory.db.*.building"):
-                    leftover.unlink()
+    def remove_the_build(name: str) -> None:
+        if name == "indexing":  # e.g. someone cleaning the folder by hand
+            for leftover in tmp_path.glob(".memory.db.*.building"):
+                leftover.unlink()
 
     with pytest.raises(StoreError, match=r"cannot give the database built as .* its name .*nothing was kept"):
-        service.import_file(Settings(file_path=db), str(file), progress=lambda total: RemovingTheBuild())
+        service.import_file(Settings(file_path=db), str(file), progress=lambda total: Hooked(on_phase=remove_the_build))
     assert not db.exists() and leftovers(tmp_path) == []
