@@ -149,6 +149,32 @@ def test_a_bad_line_refuses_with_its_number_and_leaves_the_database_empty(tmp_pa
     assert legacy.read_bytes() == data
 
 
+def test_a_bad_line_after_many_batches_rolls_the_first_import_back_and_it_stays_owed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first start reads the file once, checking as it merges: a bad line found after
+    thousands of entities were written rolls all of them back, and the next start imports the
+    mended file."""
+    legacy = tmp_path / "memory.jsonl"
+    good = b"".join(b'{"type":"entity","name":"E%d","entityType":"t","observations":["o%d"]}\n' % (i, i)
+                    for i in range(12_000))
+    legacy.write_bytes(good + b'{"type":"relation","from":"E1"}\n')
+    with pytest.raises(LegacyFormatError) as caught:
+        start(monkeypatch, legacy)
+    assert caught.value.line == 12_001 and "left empty" in str(caught.value)
+    store = Store.open(tmp_path / "memory.db")
+    try:
+        assert contents(store) == ([], [])
+        assert SqliteBackend(store).run_read(lambda g: g.first_start_action()) == "import"
+    finally:
+        store.close()
+    legacy.write_bytes(good)
+    _, store, report = start(monkeypatch, legacy)
+    try:
+        assert report.entities_created == 12_000 and len(contents(store)[0]) == 12_000
+    finally:
+        store.close()
+
+
 def serve(tmp_path: Path, file_path: Path) -> subprocess.CompletedProcess[str]:
     """``graph-memory`` (serve on stdio) with stdin closed: it starts, finds EOF, and stops."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}

@@ -445,14 +445,17 @@ def _import_on_first_start(backend: Backend, legacy_path: Path, progress: Progre
     try:
         state, data = FileState.read(legacy_path)
         log.info("legacy_import_started", path=state.path, database=str(backend.path), bytes=state.size_bytes)
-        legacy = stream_memory_file(data, path=str(legacy_path))
+        # A database that owes its first import was created empty: nothing stored can merge with
+        # a repeat in the file, so the merge's one reading is the file's check (a bad line rolls
+        # the import back; 8.8 s less at 1,000,000 entities, issue 15).
+        legacy = stream_memory_file(data, path=str(legacy_path), check=False)
+        report = _load(backend, legacy, source=str(legacy_path), progress=progress, first_start=True, record=state)
     except LegacyFormatError as exc:
         command = graph_memory_command("import", "--skip-invalid", exc.path or "FILE", database=backend.path)
         what_to_do = (f"Fix that line, or import what can be read with: {command}" if exc.skippable else
                       "Fix or move that file (MEMORY_FILE_PATH names it, or it lies beside the database)")
         raise exc.advised(f". The database {backend.path} was left empty and the legacy file untouched. "
                           f"{what_to_do}") from exc
-    report = _load(backend, legacy, source=str(legacy_path), progress=progress, first_start=True, record=state)
     if report is None:
         log.info("legacy_import_skipped", path=str(legacy_path), database=str(backend.path),
                  reason="another process did the first-start import meanwhile")
