@@ -18,9 +18,10 @@ import pytest
 
 from graph_memory import service
 from graph_memory.db import graph, index
+from graph_memory.db.backend import SqliteBackend
 from graph_memory.db.store import STALE_BUILD_SECONDS, Store
 from graph_memory.errors import LegacyFormatError, StoreError
-from graph_memory.importer import ImportReport
+from graph_memory.importer import ImportReport, load_graph, read_legacy_file
 from graph_memory.models import Entity
 from graph_memory.settings import Settings
 from test_import import OK_CASES, ent, jsonl, line, rel, search_documents_are_consistent
@@ -86,23 +87,57 @@ ODD = (jsonl(rel("A", "B", colour="x"), line({"type": "note"}), ent("B", "t", ["
 CASES = [("repeats", REPEATS), *((name, data) for name, data, *_ in OK_CASES), ("surrogates and odd keys", ODD)]
 
 
+def import_checked(db: Path, file: Path) -> ImportReport:
+    """The import as into a graph that holds anything: the whole file checked first, then read
+    again into an open database (WAL)."""
+    state, legacy = read_legacy_file(str(file), skip_invalid=False, database=db, check=True)
+    store = Store.open(db)
+    try:
+        return load_graph(SqliteBackend(store), legacy, source=str(file), record=state)
+    finally:
+        store.close()
+
+
 @pytest.mark.parametrize("data", [d for _, d in CASES], ids=[n for n, _ in CASES])
-def test_a_new_database_ends_exactly_as_an_import_into_an_empty_one(tmp_path: Path, data: bytes) -> None:
+def test_one_reading_ends_exactly_as_a_check_then_a_second_reading(tmp_path: Path, data: bytes) -> None:
+    """Into a new database (built aside) and into an existing empty one (read once, in WAL) the
+    outcome is that of checking the file first and importing it after."""
     file = tmp_path / "memory.jsonl"
     file.write_bytes(data)
-    empty = tmp_path / "empty.db"
-    Store.open(empty).close()  # exists: checked first, then imported into the open database
+    checked = tmp_path / "checked.db"
+    expected = import_checked(checked, file)
     new = tmp_path / "new" / "memory.db"
-    expected = import_into(empty, file)
-    report = import_into(new, file)
-    assert outcome(report) == outcome(expected)
-    assert report.database == str(new)
+    empty = tmp_path / "empty.db"
+    Store.open(empty).close()
+    for db in (new, empty):
+        report = import_into(db, file)
+        assert outcome(report) == outcome(expected)
+        assert report.database == str(db)
+        assert everything(db) == everything(checked)
     assert report.file["lines"] > 0 and report.file["entities"] > 0
     if b"\\ud83d" in data:
         assert report.file["replaced_surrogates"] == 1 and report.file["unknown_keys"] == 1
         assert report.skipped_lines == [(2, 'unknown type "note"')]
-    assert everything(new) == everything(empty)
     assert leftovers(new.parent) == [] and sorted(os.listdir(new.parent)) == ["memory.db"]
+
+
+def test_an_existing_empty_graph_is_read_once_and_a_refused_file_leaves_it_empty(tmp_path: Path) -> None:
+    db = tmp_path / "memory.db"
+    Store.open(db).close()
+    file = tmp_path / "memory.jsonl"
+    file.write_bytes(jsonl(*(ent(f"E{i}") for i in range(6000)), '{"type":"entity"}', ent("Z")))
+    totals: list[int | None] = []
+    with pytest.raises(LegacyFormatError) as caught:
+        service.import_file(Settings(file_path=db), str(file), progress=lambda total: totals.append(total) or Hooked())
+    assert totals == [None]  # not counted before: no check pass
+    assert "line 6001" in str(caught.value) and "Nothing was imported" in str(caught.value)
+    assert "import --skip-invalid" in str(caught.value)
+    assert everything(db)["entities"] == [] and everything(db)["records"] == []
+    report = service.import_file(Settings(file_path=db), str(file), skip_invalid=True)
+    assert report.entities_created == 6001
+    file.write_bytes(jsonl(ent("E1", "t", ["new"])))
+    service.import_file(Settings(file_path=db), str(file), progress=lambda total: totals.append(total) or Hooked())
+    assert totals == [None, 1]  # a graph that holds anything: checked (and counted) first
 
 
 def test_the_built_database_is_an_ordinary_one(tmp_path: Path) -> None:
