@@ -8,7 +8,10 @@ interrupted import must leave no database and no temporary file behind.
 from __future__ import annotations
 
 import os
+import signal
 import stat
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -241,4 +244,49 @@ def test_a_build_that_cannot_take_its_name_keeps_nothing(tmp_path: Path) -> None
 
     with pytest.raises(StoreError, match=r"cannot give the database built as .* its name .*nothing was kept"):
         service.import_file(Settings(file_path=db), str(file), progress=lambda total: Hooked(on_phase=remove_the_build))
+    assert not db.exists() and leftovers(tmp_path) == []
+
+
+def test_a_log_left_by_a_deleted_database_is_moved_aside_not_replayed(tmp_path: Path) -> None:
+    """A server killed outright leaves memory.db-wal and -shm; the user deletes memory.db and
+    imports the old file: SQLite would replay that log into the database linked into place
+    (losing the import, or corrupting it). They are renamed *.orphaned-TIME instead."""
+    crashed = tmp_path / "crashed.db"
+    other = Store.open(crashed)
+    other.conn.execute("PRAGMA wal_autocheckpoint = 0")  # the log keeps every page, as after a kill
+    other.run_write(lambda c: graph.create_entities(c, [Entity(f"S{i}", "t", ["from the crash"]) for i in range(500)]))
+    db = tmp_path / "memory.db"
+    for end in ("-wal", "-shm"):  # what the crash left beside a name whose database was deleted
+        db.with_name(db.name + end).write_bytes(crashed.with_name(crashed.name + end).read_bytes())
+    other.close()
+    file = tmp_path / "memory.jsonl"
+    file.write_bytes(jsonl(*(ent(f"E{i}", "t", ["imported"]) for i in range(300))))
+    report = import_into(db, file)
+    assert report.entities_created == 300
+    rows = everything(db)
+    assert [r[1] for r in rows["entities"]] == [f"E{i}" for i in range(300)] and len(rows["records"]) == 1
+    store = Store.open(db)
+    try:
+        assert store.integrity_problems() == []
+    finally:
+        store.close()
+    orphans = sorted(p.name for p in tmp_path.iterdir() if ".orphaned-" in p.name)
+    assert [name.split(".orphaned-")[0] for name in orphans] == ["memory.db-shm", "memory.db-wal"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_an_import_stopped_by_a_signal_leaves_nothing_and_ends_as_that_signal(tmp_path: Path, signum: int) -> None:
+    file = tmp_path / "memory.jsonl"
+    file.write_bytes(jsonl(*(ent(f"E{i}", "t", [f"fact {i}", f"other fact {i}"]) for i in range(150_000))))
+    db = tmp_path / "memory.db"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+    command = [sys.executable, "-m", "graph_memory", "--database", str(db), "import", str(file)]
+    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        deadline = time.monotonic() + 60
+        while not leftovers(tmp_path) and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert leftovers(tmp_path), "the import ended before it could be stopped"
+        process.send_signal(signum)
+        process.wait(timeout=60)
+    assert process.returncode == -signum
     assert not db.exists() and leftovers(tmp_path) == []

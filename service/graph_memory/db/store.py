@@ -19,7 +19,9 @@ import glob
 import os
 import random
 import shutil
+import signal
 import tempfile
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -89,6 +91,64 @@ def _remove_stale_builds(path: Path, *, keep: Path) -> None:
             log.warning("stale_build_not_removed", path=str(leftover), error=str(exc))
             continue
         log.info("stale_build_removed", path=str(leftover), unchanged_s=round(age))
+
+
+# What SQLite keeps beside a database file; left without it (the file deleted after a crash),
+# they would be applied to the next file of that name.
+_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def _move_orphans_aside(path: Path) -> None:
+    """Rename the ``-wal``/``-shm``/``-journal`` of ``path`` when ``path`` itself does not exist
+    (a database deleted while a crashed server's log was left): SQLite would replay that log into
+    the database about to take the name, losing it or corrupting it. Kept as
+    ``NAME-wal.orphaned-TIME``, logged (``orphaned_database_files_moved``), never deleted."""
+    if path.exists():
+        return
+    moved = []
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    for end in _SIDE_FILES:
+        side = path.with_name(path.name + end)
+        if side.exists():
+            side.rename(side.with_name(f"{side.name}.orphaned-{stamp}"))
+            moved.append(str(side))
+    if moved:
+        log.warning("orphaned_database_files_moved", database=str(path), files=moved,
+                    hint=f"they belonged to a database {path} that no longer exists; renamed *.orphaned-{stamp} "
+                         f"so that they are not applied to the new one")
+
+
+# The signals that stop a process politely (SIGHUP: its terminal closed; none on Windows).
+_STOPPING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+class _Signalled(BaseException):
+    """SIGTERM or SIGHUP arrived while a database was built aside (:func:`_signals_as_exceptions`)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+
+
+@contextmanager
+def _signals_as_exceptions(*signums: int) -> Iterator[None]:
+    """While inside (in the main thread), ``signums`` raise :class:`_Signalled` instead of ending
+    the process at once, so that what is being built is removed first (Ctrl-C already raises
+    KeyboardInterrupt); the previous handlers come back on leaving."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_signalled(signum: int, _frame: object) -> None:
+        raise _Signalled(signum)
+
+    previous = {signum: signal.signal(signum, raise_signalled) for signum in signums}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            if handler is not None:  # None: a handler not set from Python, which cannot be restored
+                signal.signal(signum, handler)
 
 
 class DatabaseAppeared(StoreError):
@@ -182,8 +242,10 @@ class Store:
         process can open it: created and migrated under a temporary name beside it
         (``.NAME.XXXXXXXX.building``, readable by its owner only), written with its rollback
         journal in memory and no fsync per commit, then, when the body returns, switched to WAL,
-        synced and linked into place as ``path``. When the body raises (or the process is
-        stopped by a signal Python sees) the temporary file is removed: ``path`` never existed.
+        synced and linked into place as ``path``. When the body raises (Ctrl-C, SIGTERM and SIGHUP
+        too: the process then ends as the signal would have ended it) the temporary file is
+        removed: ``path`` never existed. A ``-wal``/``-shm``/``-journal`` left at ``path`` by a
+        deleted database is renamed aside first (``*.orphaned-TIME``), never replayed into it.
         A process killed outright leaves the temporary file behind (the ``building`` name says
         what it is; nothing reads it): a later build of ``path`` removes it once it has not
         changed for :data:`STALE_BUILD_SECONDS`.
@@ -197,6 +259,19 @@ class Store:
         path = Path(path).expanduser().absolute()
         check_database_path(path)
         try:
+            # From before the temporary file exists to after it took its name: SIGTERM and SIGHUP
+            # raise, so it is removed; the process then ends as the signal would have ended it.
+            with _signals_as_exceptions(*_STOPPING_SIGNALS):
+                yield from cls._build(path, busy_timeout_ms)
+        except _Signalled as exc:
+            signal.signal(exc.signum, signal.SIG_DFL)
+            os.kill(os.getpid(), exc.signum)
+            raise
+
+    @classmethod
+    def _build(cls, path: Path, busy_timeout_ms: int) -> Iterator[Store]:
+        """:meth:`building`'s steps, for a checked absolute ``path``."""
+        try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".building", dir=path.parent)
             os.close(fd)
@@ -204,8 +279,8 @@ class Store:
             raise StoreError(f"cannot create the database in {path.parent}: {exc.strerror or exc}; "
                              f"choose another location with MEMORY_FILE_PATH") from exc
         building = Path(name)
-        _remove_stale_builds(path, keep=building)
         try:
+            _remove_stale_builds(path, keep=building)
             store = cls.open(building, busy_timeout_ms=busy_timeout_ms, building=True)
             try:
                 yield store
@@ -214,6 +289,7 @@ class Store:
                 store.close()
             try:
                 fsync_file(building)
+                _move_orphans_aside(path)
                 link_new(building, path)
             except FileExistsError:
                 raise DatabaseAppeared(f"the database {path} was created by another process while this one "
