@@ -236,6 +236,8 @@ def load_graph(backend: Backend, legacy: LegacyGraph | LegacyStream, *, source: 
 
     Raises:
         StoreError: the database could not be written (nothing was).
+        LegacyFormatError: a stream not checked yet (``checked`` False) has a bad line, found by
+            the merge's reading (nothing was written).
     """
     report = _load(backend, legacy, source=source, progress=progress, record=record, batch=batch)
     assert report is not None
