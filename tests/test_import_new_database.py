@@ -21,7 +21,7 @@ import pytest
 
 from graph_memory import service
 from graph_memory.db import graph, index
-from graph_memory.db.backend import SqliteBackend
+from graph_memory.db.backend import SqliteBackend, building_new
 from graph_memory.db.store import STALE_BUILD_SECONDS, Store
 from graph_memory.errors import LegacyFormatError, StoreError
 from graph_memory.importer import ImportReport, load_graph, read_legacy_file
@@ -290,3 +290,15 @@ def test_an_import_stopped_by_a_signal_leaves_nothing_and_ends_as_that_signal(tm
         process.wait(timeout=60)
     assert process.returncode == -signum
     assert not db.exists() and leftovers(tmp_path) == []
+
+
+def test_a_database_being_built_is_named_by_its_own_name(tmp_path: Path) -> None:
+    """What a build reports and what its errors say name the database being made, not the
+    temporary file (a full disk is that folder's either way)."""
+    settings = Settings(file_path=tmp_path / "memory.db")
+    with pytest.raises(StoreError) as caught, building_new(settings) as backend:
+        assert backend.path == settings.database_path and leftovers(tmp_path)
+        backend.run_write(lambda g: g.create_entities([Entity("A", "t", [])]))
+        raise StoreError(f"stop here: {backend.path}")
+    assert str(caught.value) == f"stop here: {settings.database_path}"
+    assert not settings.database_path.exists() and leftovers(tmp_path) == []

@@ -741,9 +741,7 @@ def import_file(settings: Settings, file: str, *, skip_invalid: bool = False, dr
         try:
             with backends.building_new(settings) as backend, \
                     progress(None) if progress else nullcontext() as bar:
-                report = load_graph(backend, legacy, source=file, progress=bar, record=state)
-            report.database = str(settings.database_path)  # not the name it was built under
-            return report
+                return load_graph(backend, legacy, source=file, progress=bar, record=state)
         except LegacyFormatError as exc:
             raise refused(exc, file, skip_invalid=skip_invalid, database=path) from exc
         except DatabaseAppeared:  # a server started meanwhile, say: import into that database

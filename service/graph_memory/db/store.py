@@ -282,6 +282,9 @@ class Store:
         try:
             _remove_stale_builds(path, keep=building)
             store = cls.open(building, busy_timeout_ms=busy_timeout_ms, building=True)
+            # Messages and reports name the database being made (a full disk is that folder's),
+            # not the temporary file; nothing reopens the store by its path.
+            store.path = path
             try:
                 yield store
                 store.conn.execute("PRAGMA journal_mode = WAL")  # as every database is
