@@ -634,8 +634,8 @@ class LegacyStream:
 
     ``checked`` False (``stream_legacy(check=False)``): nothing was read yet, ``scan`` and the
     counts are empty and the repeats unknown; each :meth:`records` reading checks the lines as it
-    goes (a bad line raises there) and counts into the ``scan`` it is given. An import into a new
-    database reads such a stream once instead of twice (issue 15).
+    goes (a bad line raises there) and counts into the ``scan`` it is given. An import into an
+    empty graph reads such a stream once instead of twice (issue 15).
     """
 
     data: bytes
@@ -672,8 +672,7 @@ class LegacyStream:
                 yield from out
                 out.clear()
         if scan is not None:
-            scan.lines = collector.lines
-            scan.invalid_lines.sort(key=lambda s: s.line)  # as the check sorts them
+            collector.finish()  # completes the scan as the check's finish does (no entities kept)
 
     def graph(self) -> LegacyGraph:
         """The whole file reconciled (:func:`parse_legacy`), e.g. for a dry run."""
