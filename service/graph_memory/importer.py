@@ -171,16 +171,16 @@ def _load(backend: Backend, legacy: LegacyGraph | LegacyStream, *, source: str, 
     the import record (kind first_start or import) in the same transaction. The merge reads the
     records of ``legacy`` in file order and writes their observations ``batch`` at a time
     (:func:`graph_memory.merge.merge_records`)."""
+    # How many entities the merge may bring (for how it keeps the search index in step) and
+    # what it must remember beyond one record: the repeats in the file.
+    repeats: tuple[frozenset[int], frozenset[int]] | None
     unchecked = isinstance(legacy, LegacyStream) and not legacy.checked
-    if not isinstance(legacy, LegacyStream):
-        entities = len(legacy.entities)
-    else:  # of a stream not checked yet: its lines, as many as it can have entities
-        entities = legacy.data.count(b"\n") + 1 if unchecked else legacy.entity_records
-    # What the merge must remember: a stream's repeats (a reconciled graph has none; those of a
-    # stream not checked yet are unknown: every stored entity and relation met is remembered)
-    repeats: tuple[frozenset[int], frozenset[int]] | None = (
-        None if unchecked else (legacy.repeated_names, legacy.repeated_triples) if isinstance(legacy, LegacyStream)
-        else (frozenset(), frozenset()))
+    if not isinstance(legacy, LegacyStream):  # a reconciled graph has no repeats
+        entities, repeats = len(legacy.entities), (frozenset(), frozenset())
+    elif unchecked:  # as many entities as lines at most; repeats unknown: every stored one met is remembered
+        entities, repeats = legacy.data.count(b"\n") + 1, None
+    else:
+        entities, repeats = legacy.entity_records, (legacy.repeated_names, legacy.repeated_triples)
 
     def indexing() -> None:
         if progress:
