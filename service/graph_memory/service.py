@@ -32,6 +32,7 @@ from graph_memory.db.backend import Backend, Graph, OpenMode
 from graph_memory.db.backend import known_migrations as known_migrations  # for the CLI's migrate --check
 from graph_memory.db.backend import open_backend as open_backend  # for the CLI's serve
 from graph_memory.db.backup import BackupResult, GraphCounts
+from graph_memory.db.paths import side_files
 from graph_memory.db.records import ImportRecord
 from graph_memory.db.store import DatabaseAppeared
 from graph_memory.errors import (
@@ -737,6 +738,7 @@ def import_file(settings: Settings, file: str, *, skip_invalid: bool = False, dr
     # it, so the merge's reading is its check (8.8 s of a 1,000,000-entity file; issue 15).
     once = new or (not dry_run and _graph_is_empty(settings))
     state, legacy = read_legacy_file(file, skip_invalid=skip_invalid, database=path, check=not once)
+
     if new:
         try:
             with backends.building_new(settings) as backend, \
@@ -1001,8 +1003,7 @@ def destination_settings(settings: Settings, dest: str) -> Settings:
         # SQLite keeps the source's uncommitted pages and locks in files beside it; a database
         # there would be taken for (and overwritten as) the source's journal, or lose the source's.
         real = target.file_path.resolve()
-        for companion in (Path(f"{p}{suffix}") for p in {source, source.resolve()}
-                          for suffix in ("-wal", "-shm", "-journal")):
+        for companion in (side for p in {source, source.resolve()} for side in side_files(p)):
             if target.file_path == companion or real == companion:
                 raise OutputError(f"--to names {companion}, a file SQLite keeps beside the database being "
                                   f"copied ({source}) for its journal; name another file, such as "

@@ -21,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
-from graph_memory.db.paths import check_database_path, fsync_directory, fsync_file, link_new
+from graph_memory.db.paths import check_database_path, fsync_directory, fsync_file, link_new, side_files
 from graph_memory.db.store import Connection, Store
 from graph_memory.errors import OutputError, StoreError
 from graph_memory.hints import graph_memory_command, shell_quote
@@ -189,7 +189,7 @@ def backup_database(source: str | os.PathLike[str], dest: str | os.PathLike[str]
         else:
             _publish(tmp, target, force)
     except BaseException:
-        for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
+        for leftover in (tmp, *side_files(tmp)):
             leftover.unlink(missing_ok=True)
         raise
     fsync_directory(target.parent)

@@ -165,3 +165,10 @@ def link_new(finished: Path, target: Path) -> None:
         os.replace(finished, target)
         return
     finished.unlink()
+
+
+def side_files(path: Path) -> tuple[Path, Path, Path]:
+    """The files SQLite keeps beside the database file ``path`` (``-wal``, ``-shm``, ``-journal``:
+    its log, the log's shared index, its rollback journal), whether they exist or not."""
+    return (path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm"),
+            path.with_name(path.name + "-journal"))

@@ -32,7 +32,7 @@ from typing import TypeVar, cast
 import apsw
 
 from graph_memory.db import index, migrations
-from graph_memory.db.paths import check_database_path, fsync_directory, fsync_file, link_new
+from graph_memory.db.paths import check_database_path, fsync_directory, fsync_file, link_new, side_files
 from graph_memory.errors import GraphError, PendingMigrationsError, StoreError
 from graph_memory.hints import graph_memory_command, shell_quote
 from graph_memory.logs import get_logger
@@ -77,25 +77,21 @@ STALE_BUILD_SECONDS = 600.0
 
 
 def _remove_stale_builds(path: Path, *, keep: Path) -> None:
-    """Remove what killed builds of ``path`` left beside it (``.NAME.*.building`` and its -wal
-    and -shm, unchanged for :data:`STALE_BUILD_SECONDS`), except ``keep``; best effort."""
+    """Remove what killed builds of ``path`` left beside it (``.NAME.*.building`` and its
+    :func:`~graph_memory.db.paths.side_files`, unchanged for :data:`STALE_BUILD_SECONDS`), except
+    ``keep``; best effort."""
     now = time.time()
     for leftover in path.parent.glob(f".{glob.escape(path.name)}.*.building"):
         try:
             age = now - leftover.stat().st_mtime
             if leftover == keep or age < STALE_BUILD_SECONDS:
                 continue
-            for name in (leftover, *(leftover.with_name(leftover.name + end) for end in ("-wal", "-shm"))):
+            for name in (leftover, *side_files(leftover)):
                 name.unlink(missing_ok=True)
         except OSError as exc:
             log.warning("stale_build_not_removed", path=str(leftover), error=str(exc))
             continue
         log.info("stale_build_removed", path=str(leftover), unchanged_s=round(age))
-
-
-# What SQLite keeps beside a database file; left without it (the file deleted after a crash),
-# they would be applied to the next file of that name.
-_SIDE_FILES = ("-wal", "-shm", "-journal")
 
 
 def _move_orphans_aside(path: Path) -> None:
@@ -107,8 +103,7 @@ def _move_orphans_aside(path: Path) -> None:
         return
     moved = []
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    for end in _SIDE_FILES:
-        side = path.with_name(path.name + end)
+    for side in side_files(path):
         if side.exists():
             side.rename(side.with_name(f"{side.name}.orphaned-{stamp}"))
             moved.append(str(side))
@@ -301,7 +296,7 @@ class Store:
                 raise StoreError(f"cannot give the database built as {building} its name {path}: "
                                  f"{exc.strerror or exc}; nothing was kept") from exc
         except BaseException:
-            for leftover in (building, *(building.with_name(building.name + end) for end in ("-wal", "-shm"))):
+            for leftover in (building, *side_files(building)):
                 leftover.unlink(missing_ok=True)
             raise
         fsync_directory(path.parent)
