@@ -57,7 +57,7 @@ from graph_memory.importer import (
     refused,
     write_atomically,
 )
-from graph_memory.legacy import write_legacy
+from graph_memory.legacy import LegacyStream, write_legacy
 from graph_memory.meshfile import stream_memory_file, write_memorymesh
 from graph_memory.models import (
     AddedObservations,
@@ -739,13 +739,18 @@ def import_file(settings: Settings, file: str, *, skip_invalid: bool = False, dr
     once = new or (not dry_run and _graph_is_empty(settings))
     state, legacy = read_legacy_file(file, skip_invalid=skip_invalid, database=path, check=not once)
 
+    def load(backend: Backend, stream: LegacyStream) -> ImportReport:
+        total = stream.entity_records + stream.relation_records if stream.checked else None
+        with progress(total) if progress else nullcontext() as bar:
+            try:
+                return load_graph(backend, stream, source=file, progress=bar, record=state)
+            except LegacyFormatError as exc:  # found by the reading of a file not checked before
+                raise refused(exc, file, skip_invalid=skip_invalid, database=path) from exc
+
     if new:
         try:
-            with backends.building_new(settings) as backend, \
-                    progress(None) if progress else nullcontext() as bar:
-                return load_graph(backend, legacy, source=file, progress=bar, record=state)
-        except LegacyFormatError as exc:
-            raise refused(exc, file, skip_invalid=skip_invalid, database=path) from exc
+            with backends.building_new(settings) as backend:
+                return load(backend, legacy)
         except DatabaseAppeared:  # a server started meanwhile, say: import into that database
             # (the file was read whole without a fault, so its check passes)
             legacy = stream_memory_file(legacy.data, skip_invalid=skip_invalid, path=file)
@@ -754,12 +759,8 @@ def import_file(settings: Settings, file: str, *, skip_invalid: bool = False, dr
             return plan_graph(None, legacy, source=file, database=str(path))
         with opened(settings, "current") as backend:  # no tables yet: everything would be new
             return plan_graph(backend if backend.has_graph() else None, legacy, source=file, database=str(path))
-    total = legacy.entity_records + legacy.relation_records if legacy.checked else None
-    with opened(settings, "migrate") as backend, progress(total) if progress else nullcontext() as bar:
-        try:
-            return load_graph(backend, legacy, source=file, progress=bar, record=state)
-        except LegacyFormatError as exc:  # found by the reading of a file not checked before
-            raise refused(exc, file, skip_invalid=skip_invalid, database=path) from exc
+    with opened(settings, "migrate") as backend:
+        return load(backend, legacy)
 
 
 def _graph_is_empty(settings: Settings) -> bool:
