@@ -7,6 +7,7 @@ interrupted import must leave no database and no temporary file behind.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import stat
@@ -302,3 +303,16 @@ def test_a_database_being_built_is_named_by_its_own_name(tmp_path: Path) -> None
         raise StoreError(f"stop here: {backend.path}")
     assert str(caught.value) == f"stop here: {settings.database_path}"
     assert not settings.database_path.exists() and leftovers(tmp_path) == []
+
+
+def test_nothing_an_import_prints_or_logs_names_the_temporary_file(tmp_path: Path) -> None:
+    file = tmp_path / "memory.jsonl"
+    file.write_bytes(jsonl(ent("A", "t", ["x"]), rel("A", "A", "knows")))
+    db = tmp_path / "memory.db"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+    result = subprocess.run([sys.executable, "-m", "graph_memory", "--database", str(db), "import", str(file)],
+                            env={**env, "MEMORY_LOG_FORMAT": "json", "MEMORY_LOG_LEVEL": "info"},
+                            capture_output=True, text=True, timeout=60, check=True)
+    logged = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+    assert [entry["path"] for entry in logged if entry["event"] == "migrations_applied"] == [str(db)]
+    assert ".building" not in result.stdout + result.stderr and str(db) in result.stdout

@@ -25,7 +25,7 @@ import pytest
 
 from graph_memory.db.store import Store
 
-from .conftest import RawServer, integrity_problems, server_env, start_failure
+from .conftest import RawServer, integrity_problems, server_command, server_env, start_failure
 
 ROOT = os.geteuid() == 0
 
@@ -91,15 +91,26 @@ def test_database_folder_is_a_regular_file(tmp_path: Path) -> None:
     assert blocker.read_bytes() == b"my notes, not a folder\n"
 
 
-def test_database_folder_not_writable(tmp_path: Path, tmpfs: Any) -> None:
+def _import_failure(db: Path, file: Path) -> subprocess.CompletedProcess[str]:
+    """``graph-memory import FILE`` into ``db`` (a new database: built beside its name)."""
+    return subprocess.run([*server_command(), "--database", str(db), "import", str(file)], env=server_env(db),
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+@pytest.mark.parametrize("how", ["start", "import"])
+def test_database_folder_not_writable(tmp_path: Path, tmpfs: Any, how: str) -> None:
     if ROOT:
         folder = tmpfs("64k", ro=True)  # root ignores permission bits, not a read-only mount
     else:
         folder = tmp_path / "locked"
         folder.mkdir()
         folder.chmod(0o555)
+    file = tmp_path / "memory.jsonl"
+    file.write_text('{"type":"entity","name":"A","entityType":"t","observations":["x"]}\n')
     try:
-        line = _assert_refused(start_failure(folder / "memory.db"), str(folder), "MEMORY_FILE_PATH")
+        db = folder / "memory.db"
+        result = start_failure(db) if how == "start" else _import_failure(db, file)
+        line = _assert_refused(result, str(folder), "MEMORY_FILE_PATH")
         assert "not writable" in line
         assert os.listdir(folder) == []
     finally:

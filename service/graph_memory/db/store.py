@@ -76,6 +76,27 @@ def python_lower(*args: apsw.SQLiteValue) -> apsw.SQLiteValue:
 STALE_BUILD_SECONDS = 600.0
 
 
+def _prepare_folder(path: Path) -> None:
+    """Create the folder of the database ``path`` will name, and check that a file can be
+    created in it.
+
+    Raises:
+        StoreError: the folder cannot be created, or this user cannot create files in it (the
+            message says so: mkstemp or open alone would say "Permission denied" or "Read-only
+            file system" without naming the folder's part).
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot create the folder {path.parent} for the database: {exc.strerror or exc}; "
+            f"choose another location with MEMORY_FILE_PATH"
+        ) from exc
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise StoreError(f"cannot create the database in {path.parent}: folder not writable; "
+                         f"choose another location with MEMORY_FILE_PATH")
+
+
 def _remove_stale_builds(path: Path, *, keep: Path) -> None:
     """Remove what killed builds of ``path`` left beside it (``.NAME.*.building`` and its
     :func:`~graph_memory.db.paths.side_files`, unchanged for :data:`STALE_BUILD_SECONDS`), except
@@ -171,9 +192,10 @@ class Store:
 
     @classmethod
     def open(cls, path: Path | str, *, busy_timeout_ms: int = 10_000, migrate: bool = True,
-             building: bool = False) -> Store:
+             building_for: Path | None = None) -> Store:
         """Open (creating parent folders and the file if needed) and migrate the database.
-        ``building``: a new file no other connection opens (:meth:`building`).
+        ``building_for``: ``path`` is a new file no other connection opens, built to become the
+        database of this name (:meth:`building`); logs and messages give that name.
 
         Raises:
             StoreError: the folder cannot be created or written, the file is not SQLite or is
@@ -182,18 +204,10 @@ class Store:
         """
         path = Path(path).expanduser().absolute()
         check_database_path(path)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(
-                f"cannot create the folder {path.parent} for the database: {exc.strerror or exc}; "
-                f"choose another location with MEMORY_FILE_PATH"
-            ) from exc
         if path.exists() and not os.access(path, os.R_OK | os.W_OK):
             raise StoreError(f"database {path} is not readable and writable by this user; fix its permissions")
-        if not path.exists() and not os.access(path.parent, os.W_OK | os.X_OK):
-            raise StoreError(f"cannot create the database in {path.parent}: folder not writable; "
-                             f"choose another location with MEMORY_FILE_PATH")
+        if not path.exists():
+            _prepare_folder(path)
         if path.exists() and path.stat().st_size > 0:
             _refuse_foreign_unmodified(path)
         if not path.exists():
@@ -210,11 +224,11 @@ class Store:
             conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
         except apsw.Error as exc:
             raise StoreError(f"cannot open database {path}: {exc}") from exc
-        store = cls(path, conn)
+        store = cls(building_for or path, conn)
         try:
             for attempt in range(_BUSY_RETRIES + 1):
                 try:
-                    store._prepare(busy_timeout_ms, migrate, building)
+                    store._prepare(busy_timeout_ms, migrate, building=building_for is not None)
                     break
                 except (apsw.BusyError, apsw.LockedError):
                     # e.g. another process recovering the WAL after a crash, which SQLite reports
@@ -266,8 +280,8 @@ class Store:
     @classmethod
     def _build(cls, path: Path, busy_timeout_ms: int) -> Iterator[Store]:
         """:meth:`building`'s steps, for a checked absolute ``path``."""
+        _prepare_folder(path)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
             fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".building", dir=path.parent)
             os.close(fd)
         except OSError as exc:
@@ -276,10 +290,9 @@ class Store:
         building = Path(name)
         try:
             _remove_stale_builds(path, keep=building)
-            store = cls.open(building, busy_timeout_ms=busy_timeout_ms, building=True)
-            # Messages and reports name the database being made (a full disk is that folder's),
-            # not the temporary file; nothing reopens the store by its path.
-            store.path = path
+            # Logs, messages and reports name the database being made (a full disk is that
+            # folder's), not the temporary file; nothing reopens the store by its path.
+            store = cls.open(building, busy_timeout_ms=busy_timeout_ms, building_for=path)
             try:
                 yield store
                 store.conn.execute("PRAGMA journal_mode = WAL")  # as every database is
