@@ -7,6 +7,7 @@ interrupted import must leave no database and no temporary file behind.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -316,3 +317,31 @@ def test_nothing_an_import_prints_or_logs_names_the_temporary_file(tmp_path: Pat
     logged = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
     assert [entry["path"] for entry in logged if entry["event"] == "migrations_applied"] == [str(db)]
     assert ".building" not in result.stdout + result.stderr and str(db) in result.stdout
+
+
+def test_a_file_system_without_hard_links_gets_the_database_by_rename(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                                        ) -> None:
+    """Some file systems (FAT, exFAT, some network shares) refuse link(2): the built database is
+    then renamed into place, still never over a database that appeared meanwhile."""
+    def no_links(source: Any, target: Any) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    file = tmp_path / "memory.jsonl"
+    file.write_bytes(jsonl(ent("A", "t", ["x"]), ent("B"), rel("A", "B", "knows")))
+    db = tmp_path / "memory.db"
+    report = import_into(db, file)
+    assert report.entities_created == 2 and report.relations_created == 1
+    assert [r[1] for r in everything(db)["entities"]] == ["A", "B"] and leftovers(tmp_path) == []
+
+    def appear_meanwhile(name: str) -> None:
+        if name == "indexing" and not other.exists():  # while the build runs (not the import after it)
+            store = Store.open(other)
+            store.run_write(lambda c: graph.create_entities(c, [Entity("Z", "t", ["written meanwhile"])]))
+            store.close()
+
+    other = tmp_path / "other.db"
+    result = service.import_file(Settings(file_path=other), str(file),
+                                 progress=lambda total: Hooked(on_phase=appear_meanwhile))
+    assert result.entities_created == 2  # into the database that appeared, the usual way
+    assert [r[1] for r in everything(other)["entities"]] == ["Z", "A", "B"] and leftovers(tmp_path) == []
