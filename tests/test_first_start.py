@@ -1,6 +1,7 @@
 """First start: a new database imports the legacy file beside it (or the one MEMORY_FILE_PATH
 names), reports like ``graph-memory import``, never imports twice, never touches the legacy file,
-and refuses a bad line with its number, leaving the database empty. (Records, upgrades, changed
+and refuses a bad line with its number, creating no database (a new one is built beside its
+name) or leaving one that owes the import empty. (Records, upgrades, changed
 files and deletions that must stay deleted: test_import_records.py.)
 """
 
@@ -184,17 +185,44 @@ def serve(tmp_path: Path, file_path: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_serve_refuses_a_bad_legacy_line_with_exit_1_and_touches_nothing(tmp_path: Path) -> None:
+    """The first start builds the new database beside its name: a bad line leaves no database
+    (and no temporary file), so the next start tries again."""
     legacy = tmp_path / "memory.jsonl"
     data = GOOD + b"\n{oops\n"
     legacy.write_bytes(data)
     done = serve(tmp_path, legacy)
     assert done.returncode == 1 and done.stdout == ""
     assert f"{legacy}, line 4: not valid JSON" in done.stderr
-    assert "left empty" in done.stderr and "--skip-invalid" in done.stderr
+    assert f"No database was created at {tmp_path / 'memory.db'}" in done.stderr and "--skip-invalid" in done.stderr
     assert legacy.read_bytes() == data
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["memory.jsonl"]
+    legacy.write_bytes(GOOD)
+    assert serve(tmp_path, legacy).returncode == 0
     store = Store.open(tmp_path / "memory.db")
     try:
-        assert contents(store) == ([], [])
+        assert contents(store) == GOOD_GRAPH
+    finally:
+        store.close()
+
+
+def test_serve_builds_the_new_database_aside_and_logs_its_import_once(tmp_path: Path) -> None:
+    """What the built database holds and says is what a first start into a server-created
+    database gives: the graph, one first_start record, no import still owed, WAL; logged under
+    the database's own name."""
+    legacy = tmp_path / "memory.jsonl"
+    legacy.write_bytes(GOOD)
+    done = serve(tmp_path, legacy)
+    assert done.returncode == 0, done.stderr
+    logged = [json.loads(x) for x in done.stderr.splitlines()]
+    assert [e["event"] for e in logged].count("legacy_import") == 1 and ".building" not in done.stderr
+    assert {e["path"] for e in logged if e["event"] == "migrations_applied"} == {str(tmp_path / "memory.db")}
+    store = Store.open(tmp_path / "memory.db")
+    try:
+        assert contents(store) == GOOD_GRAPH
+        backend = SqliteBackend(store)
+        assert backend.run_read(lambda g: g.first_start_action()) is None
+        assert [r.kind for r in backend.run_read(lambda g: g.import_records())] == ["first_start"]
+        assert store.conn.execute("PRAGMA journal_mode").fetchall()[0][0] == "wal"
     finally:
         store.close()
 
@@ -223,6 +251,13 @@ def test_a_failed_start_logs_its_start_before_its_stop(tmp_path: Path) -> None:
     legacy = tmp_path / "memory.jsonl"
     legacy.write_text("{oops\n")
     env = {**server_env(tmp_path, legacy), "MEMORY_LOG_FORMAT": "json"}
+    done = subprocess.run([str(EXE)], input="", capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 1 and done.stdout == ""
+    events = [json.loads(x)["event"] for x in done.stderr.splitlines() if x.startswith("{")]
+    # no database yet: it was to be built with the file imported, and never was
+    assert events[0] == "server_starting" and events[-1] == "server_start_failed", events
+    assert "server_stopped" not in events
+    Store.open(tmp_path / "memory.db").close()  # a database that exists and still owes its import
     done = subprocess.run([str(EXE)], input="", capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 1 and done.stdout == ""
     events = [json.loads(x)["event"] for x in done.stderr.splitlines() if x.startswith("{")]

@@ -153,7 +153,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return_large_buffers_to_the_os()
     settings = _settings(args)
     from graph_memory.logs import get_logger
-    from graph_memory.service import first_start, open_backend
+    from graph_memory.service import first_start, first_start_built, open_backend
 
     log = get_logger("graph_memory.cli")
     typed_tools: tuple[ToolSpec, ...] = ()
@@ -167,6 +167,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     log.info("server_starting", transport=settings.transport, backend=_backend_kind(settings),
              database=str(settings.database_label))
     try:
+        # A new SQLite database with a legacy file to import is built beside its name first (a
+        # bad legacy file stops the start here, before any database exists).
+        first_start_built(settings, log)
         backend = open_backend(settings, "migrate")
     except GraphError as exc:  # for log collectors; main prints the message for people
         log.error("server_start_failed", database=str(settings.database_label), error=str(exc)[:500])

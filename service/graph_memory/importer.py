@@ -39,8 +39,8 @@ from graph_memory.meshfile import stream_memory_file
 from graph_memory.models import Entity, Relation
 
 __all__ = ["FileState", "ImportRecord", "ImportReport", "Progress", "export_file", "first_start_import",
-           "load_graph", "plan_graph", "read_legacy_file", "record_path", "refused", "warn_if_legacy_file_changed",
-           "write_atomically"]
+           "load_graph", "log_first_start_import", "plan_graph", "read_legacy_file", "record_path", "refused",
+           "warn_if_legacy_file_changed", "write_atomically"]
 
 log = get_logger("graph_memory.importer")
 
@@ -384,8 +384,8 @@ def _insert_record(g: Graph, kind: str, state: FileState, report: ImportReport |
                     mtime=state.mtime, mtime_ns=state.mtime_ns, counts=counts)
 
 
-def first_start_import(backend: Backend, candidates: list[Path], *,
-                       progress: Progress | None = None) -> ImportReport | None:
+def first_start_import(backend: Backend, candidates: list[Path], *, progress: Progress | None = None,
+                       creating: bool = False) -> ImportReport | None:
     """At start, settle the legacy file (the first of ``candidates`` that exists) with the database.
 
     - A database created by this version (migration 0004 ran on a new file) owes one import: the
@@ -412,8 +412,9 @@ def first_start_import(backend: Backend, candidates: list[Path], *,
 
     Raises:
         LegacyFormatError: the legacy file to import cannot be read or has a bad line; the
-            database stays as it was (empty) and the legacy file untouched. The message says so
-            and what to do (fix the line, or the ``import --skip-invalid`` command).
+            database stays as it was (empty; ``creating``: ``backend`` is a database being built
+            beside its name, which is then not created) and the legacy file untouched. The message
+            says so and what to do (fix the line, or the ``import --skip-invalid`` command).
         StoreError: with a legacy file present, the database cannot be read, or written for an
             owed import.
     """
@@ -425,7 +426,7 @@ def first_start_import(backend: Backend, candidates: list[Path], *,
     if action != "import":
         _check_legacy_file(backend, legacy_path, baseline=action == "baseline")
         return None
-    return _import_on_first_start(backend, legacy_path, progress)
+    return _import_on_first_start(backend, legacy_path, progress, creating)
 
 
 def _check_legacy_file(backend: Backend, legacy_path: Path, *, baseline: bool) -> None:
@@ -441,7 +442,8 @@ def _check_legacy_file(backend: Backend, legacy_path: Path, *, baseline: bool) -
                     error=str(exc)[:500])
 
 
-def _import_on_first_start(backend: Backend, legacy_path: Path, progress: Progress | None) -> ImportReport | None:
+def _import_on_first_start(backend: Backend, legacy_path: Path, progress: Progress | None,
+                           creating: bool) -> ImportReport | None:
     """The owed first-start import of ``legacy_path`` (see :func:`first_start_import`); None when
     another process did it meanwhile."""
     try:
@@ -456,20 +458,28 @@ def _import_on_first_start(backend: Backend, legacy_path: Path, progress: Progre
         command = graph_memory_command("import", "--skip-invalid", exc.path or "FILE", database=backend.path)
         what_to_do = (f"Fix that line, or import what can be read with: {command}" if exc.skippable else
                       "Fix or move that file (MEMORY_FILE_PATH names it, or it lies beside the database)")
-        raise exc.advised(f". The database {backend.path} was left empty and the legacy file untouched. "
-                          f"{what_to_do}") from exc
+        kept = (f"No database was created at {backend.path}" if creating else
+                f"The database {backend.path} was left empty")
+        raise exc.advised(f". {kept} and the legacy file untouched. {what_to_do}") from exc
     if report is None:
         log.info("legacy_import_skipped", path=str(legacy_path), database=str(backend.path),
                  reason="another process did the first-start import meanwhile")
         return None
+    if not creating:  # a database being built is logged once it has its name (it may never get it)
+        log_first_start_import(report)
+    return report
+
+
+def log_first_start_import(report: ImportReport) -> None:
+    """The log lines of a first-start import that took effect: ``legacy_import`` with its counts,
+    and a warning for replaced lone surrogates and for each skipped line."""
     log.info("legacy_import", **report.log_fields())
     if replaced := report.file.get("replaced_surrogates", 0):
-        log.warning("legacy_lone_surrogates_replaced", path=str(legacy_path), replaced=replaced,
+        log.warning("legacy_lone_surrogates_replaced", path=report.source, replaced=replaced,
                     hint="the file holds halves of characters (such as an emoji a client cut in two); each "
                          "half was imported as U+FFFD")
     for number, reason in report.skipped_lines:
-        log.warning("legacy_line_skipped", path=str(legacy_path), line=number, reason=reason)
-    return report
+        log.warning("legacy_line_skipped", path=report.source, line=number, reason=reason)
 
 
 def _settle_without_file(backend: Backend) -> None:
