@@ -905,7 +905,7 @@ def first_start_built(settings: Settings, log: BoundLogger) -> bool:
     does not exist yet and a legacy file does, build the database beside its name with the file
     imported (:func:`first_start` on it: the same import, record and settled duty), then give it
     its name (:func:`~graph_memory.db.backend.building_new`). Without a write-ahead log a large
-    file imports faster (300,000 entities: 23 s instead of 27 s), and a refused file leaves no
+    file imports faster (300,000 entities: 24.5 s instead of 28.2 s), and a refused file leaves no
     database behind, as ``graph-memory import`` into a new database does.
 
     Returns whether it built the database; False for PostgreSQL, an existing database, no legacy
