@@ -136,6 +136,34 @@ def test_every_request_is_answered_when_stdin_closes_right_after_them(tmp_path: 
     assert len(replies[len(calls)]["result"]["structuredContent"]["entities"]) == 50
 
 
+def test_the_last_reply_reaches_a_slow_reader_whole_after_stdin_closed(tmp_path: Path) -> None:
+    """The reply's end used to stay in the event loop's write buffer when the server reached the
+    end of input: a client that closed stdin after its request and read in bursts (a script, a
+    host under load) got it cut at 64 or 128 KiB, without a newline."""
+    observations = 150   # a reply of ~130 KB: more than the pipe holds, less than the write buffer's mark
+    big = [{"name": "big", "entityType": "t", "observations": [f"fact {i} " + "x" * 400 for i in range(observations)]}]
+    seed = subprocess.run([str(EXE)] if EXE.exists() else [sys.executable, "-m", "graph_memory"],
+                          input="".join(json.dumps(r) + "\n" for r in handshake(
+                              ("create_entities", {"entities": big}))).encode(),
+                          capture_output=True, timeout=120, env=server_env(tmp_path, tmp_path / "memory.db"))
+    assert seed.returncode == 0, seed.stderr[-2000:]
+    command = [str(EXE)] if EXE.exists() else [sys.executable, "-m", "graph_memory"]
+    for _ in range(3):   # the end of input meets the buffer at a moment that varies: a few sessions
+        proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                env=server_env(tmp_path, tmp_path / "memory.db"))
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write("".join(json.dumps(r) + "\n" for r in handshake(("read_graph", {}))).encode())
+        proc.stdin.close()
+        received = []
+        while chunk := (time.sleep(0.3), os.read(proc.stdout.fileno(), 65536))[1]:   # reads in bursts
+            received.append(chunk)
+        assert proc.wait(timeout=60) == 0
+        lines = b"".join(received).split(b"\n")
+        assert lines[-1] == b"" and len(lines) == 3, [len(line) for line in lines]
+        (entity,) = json.loads(lines[1])["result"]["structuredContent"]["entities"]
+        assert len(entity["observations"]) == observations
+
+
 def test_a_line_that_is_not_json_rpc_gets_the_json_rpc_error_reply(tmp_path: Path) -> None:
     lines = [json.dumps(handshake()[0]), "", "   ", "this is not json {", json.dumps({"secret": "x", "id": 5}),
              json.dumps({"secret": "x", "id": True}), json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})]

@@ -341,6 +341,9 @@ UNUSABLE_ID = ("the request's id must be a string or an integer (true, a number 
 _LINE_LIMIT = sys.maxsize
 # A line longer than this (characters) is written in pieces of this size.
 _PIECE = 1 << 20
+# At the end of a session: how long stdout may take no byte of what is left before the server
+# stops waiting for the client to read it (StdoutLines.aclose).
+_STALL_SECONDS = 10.0
 
 
 def _is_pipe_or_socket(fd: int) -> bool:
@@ -449,12 +452,32 @@ class StdoutLines:
         except ConnectionResetError as exc:   # asyncio's name for a pipe the reader closed
             raise BrokenPipeError(str(exc)) from exc
 
-    def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        else:
+    async def aclose(self) -> None:
+        """Close stdout once every byte written has left the process. ``drain()`` returns while
+        up to the transport's low-water mark is still buffered, and the event loop ends right after
+        the last reply: a client that closed stdin after its requests and reads slowly lost the
+        end of its last reply (issue 15). So this waits until the buffer is empty, for as long as
+        the client keeps reading (:data:`_STALL_SECONDS` without progress: it stopped, give up)."""
+        writer = self._writer
+        if writer is None:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
+            return
+        transport = writer.transport
+        with anyio.CancelScope(shield=True):   # also when the serving task is being cancelled
+            if not transport.is_closing():   # closed: the client closed our stdout
+                transport.set_write_buffer_limits(high=0)   # drain() now returns once it is empty
+            while not transport.is_closing() and (left := transport.get_write_buffer_size()):
+                try:
+                    await asyncio.wait_for(writer.drain(), _STALL_SECONDS)
+                except TimeoutError:
+                    if transport.get_write_buffer_size() >= left:
+                        log.warning("reply_not_delivered", bytes=left,
+                                    reason=f"the client read nothing for {_STALL_SECONDS:.0f} s at the end")
+                        break
+                except (ConnectionResetError, BrokenPipeError):
+                    break   # the client closed our stdout: nothing more can be delivered
+        writer.close()
 
 
 def read_message(line: str) -> SessionMessage | Exception:
@@ -615,7 +638,7 @@ async def stdio_streams(max_line_bytes: int = 0) -> AsyncIterator[tuple[Draining
         yield DrainingReadStream(lines, in_flight, writer.send, lines=lines.lines), writer
     finally:
         stdin.close()
-        stdout.close()
+        await stdout.aclose()
         for saved, fd in ((saved_in, 0), (saved_out, 1)):
             with contextlib.suppress(OSError):
                 os.dup2(saved, fd)
