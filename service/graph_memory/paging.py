@@ -21,13 +21,14 @@ import hashlib
 import hmac
 import json
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from graph_memory.errors import InvalidCursor, InvalidInput
 
-CURSOR_FORMAT = 1   # the format byte; a cursor of another format is stale
+CURSOR_FORMAT = 2   # the format byte; a cursor of another format is stale (2: search cursors carry what was sent)
 _TAG = 4
 _MAC = 16
 _START_OVER = "call again without cursor to start from the first page"
@@ -46,10 +47,18 @@ class ReadPosition:
 class SearchPosition:
     """Where a search_nodes page stopped. ``substring`` pages in rowid order: the next page starts
     after entity id ``after``. The ranked modes freeze the order of the first page's search:
-    ``rest`` holds the ids of the matches still to come, best first."""
+    ``rest`` holds the ids of the matches still to come, best first. ``matches`` and ``neighbors``
+    are the ids the earlier pages delivered as each: what a later page leaves out is decided by
+    what was sent, not by what the graph holds now (a write between pages can make an entity
+    match, or stop matching). ``promised``: far ends of relations already sent that were left
+    for a later page as matches; one that no longer matches when its page comes is sent there
+    as a neighbor."""
 
     after: int = 0
     rest: tuple[int, ...] | None = None
+    matches: frozenset[int] = frozenset()
+    neighbors: frozenset[int] = frozenset()
+    promised: frozenset[int] = frozenset()
 
 
 def binding(tool: str, *arguments: object) -> str:
@@ -63,9 +72,10 @@ def encode_cursor(secret: bytes, bound: str, position: ReadPosition | SearchPosi
     if isinstance(position, ReadPosition):
         data: dict[str, Any] = {"b": bound, "p": position.phase[0], "i": position.last_id}
     else:
-        data = {"b": bound, "a": position.after}
+        data = {"b": bound, "a": position.after, "m": _deltas(sorted(position.matches)),
+                "n": _deltas(sorted(position.neighbors)), "l": _deltas(sorted(position.promised))}
         if position.rest is not None:   # deltas keep a frozen ranking short after compression
-            data["r"] = [b - a for a, b in zip((0, *position.rest), position.rest, strict=False)]
+            data["r"] = _deltas(position.rest)
     body = zlib.compress(json.dumps(data, separators=(",", ":")).encode(), 9)
     mac = hmac.new(secret, body, hashlib.sha256).digest()[:_MAC]
     return base64.urlsafe_b64encode(bytes([CURSOR_FORMAT]) + _tag(secret) + mac + body).decode().rstrip("=")
@@ -100,14 +110,27 @@ def decode_cursor(secret: bytes, bound: str, cursor: str) -> ReadPosition | Sear
                             f"returned it (the same tool, query, mode and since), or {_START_OVER}")
     if "p" in data:
         return ReadPosition("entities" if data["p"] == "e" else "relations", int(data["i"]))
-    rest = None
-    if "r" in data:
-        ids, total = [], 0
-        for delta in data["r"]:
-            total += int(delta)
-            ids.append(total)
-        rest = tuple(ids)
-    return SearchPosition(int(data["a"]), rest)
+    rest = tuple(_sums(data["r"])) if "r" in data else None
+    return SearchPosition(int(data["a"]), rest, frozenset(_sums(data["m"])), frozenset(_sums(data["n"])),
+                          frozenset(_sums(data["l"])))
+
+
+def _deltas(ids: Iterable[int]) -> list[int]:
+    """Each id minus the one before it (the first minus 0): small numbers, which compress well."""
+    out, previous = [], 0
+    for i in ids:
+        out.append(i - previous)
+        previous = i
+    return out
+
+
+def _sums(deltas: Iterable[Any]) -> list[int]:
+    """The ids :func:`_deltas` gave the differences of."""
+    out, total = [], 0
+    for delta in deltas:
+        total += int(delta)
+        out.append(total)
+    return out
 
 
 def _tag(secret: bytes) -> bytes:

@@ -16,7 +16,14 @@ search_nodes
     ``substring`` pages in rowid order keyed on the last entity id; the ranked modes rank once, at
     the first page, and the cursor carries the ids still to come in that order (about 2 characters
     per match), so a later write cannot reorder, skip or repeat them. With ``since``, only
-    matches changed at or after it count.
+    matches changed at or after it count. What "an earlier page held" means is what it sent: the
+    cursor carries the ids sent as matches and as neighbors, and those a page left for a later
+    one as matches (:class:`~graph_memory.paging.SearchPosition`), so a write between pages that
+    makes an entity match or stop matching, or adds or removes a relation, makes no page skip
+    or repeat a relation or neighbor that existed before the first page. An entity sent as a
+    neighbor that comes to match later is not sent again as a match; a match left for a later
+    page that stops matching comes with that page as a neighbor; one that stops matching before
+    its own page (``substring``) is left out with the relations only it brought.
 
 Concatenating the pages (entities, relations and neighbors each in page order) gives the
 unpaged reply's entities in the same order and its relations and neighbors each exactly once.
@@ -25,6 +32,7 @@ unpaged reply's entities in the same order and its relations and neighbors each 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import cast
 
 import apsw
@@ -84,82 +92,88 @@ def search_page(conn: apsw.Connection, query: str, mode: Mode, since: str | None
     Raises:
         InvalidQuery: as :func:`graph_memory.db.search.search`.
     """
+    before = after or SearchPosition()
     if mode == "substring":
         # Keyed on rowid: the page's matches come from the index with LIMIT, and only the ends
         # of its relations are checked against the query, never every match.
-        start = after.after if after is not None else 0
-        ids = search.substring_ids(conn, query, after=start, limit=None if limit is None else limit + 1, since=since)
-        page = ids if limit is None else ids[:limit]
-        following = SearchPosition(after=page[-1]) if len(ids) > len(page) else None
+        ids = search.substring_ids(conn, query, after=before.after, limit=None if limit is None else limit + 1,
+                                   since=since)
+        cut = ids if limit is None else ids[:limit]
+        more = len(ids) > len(cut)
+        # an entity an earlier page sent as a neighbor that has come to match since is not sent again
+        page = [i for i in cut if i not in before.neighbors]
 
-        def matched(candidates: set[int]) -> set[int]:
-            return candidates & set(page) | search.substring_among(conn, query, candidates - set(page), since)
+        def later(candidates: set[int]) -> set[int]:   # the matches a later page will bring
+            beyond = {i for i in candidates if i > cut[-1]} if more else set()
+            return search.substring_among(conn, query, beyond - before.neighbors, since)
 
-        def earlier(candidates: set[int]) -> set[int]:
-            return matched({i for i in candidates if i <= start})
-
-        return _page_slice(conn, _load_ids(conn, page), earlier if start else None, matched), following
+        # a promised match whose turn has come and that is not on this page stopped matching
+        due = {i for i in before.promised if not more or i <= cut[-1]} - set(page)
+        found, delivered = _page_slice(conn, _load_ids(conn, page), page, before, later, due)
+        return found, replace(delivered, after=cut[-1]) if more else None
     # The ranked modes rank every match once, at the first page, and freeze that order.
     matches = search.match_ids(conn, query, mode)
     if since is not None:
         recent = {row[0] for row in conn.execute("SELECT id FROM entities WHERE updated_at >= ?", (since,))}
         matches = [i for i in matches if i in recent]
-    if after is None or after.rest is None:
+    if before.rest is None:
         todo = matches
     else:   # what no longer exists is gone
-        alive = _existing(conn, after.rest)
-        todo = [i for i in after.rest if i in alive]
+        alive = _existing(conn, before.rest)
+        todo = [i for i in before.rest if i in alive]
     page = todo if limit is None else todo[:limit]
     rest = todo[len(page):]
-    found, waiting = set(matches) | set(page), set(todo)
-
-    def earlier_ranked(candidates: set[int]) -> set[int]:
-        return {i for i in candidates if i in found and i not in waiting}
-
-    return (_page_slice(conn, _load_ids(conn, page, ordered=True), None if after is None else earlier_ranked,
-                        found.intersection),
-            SearchPosition(rest=tuple(rest)) if rest else None)
+    vanished = set(before.promised) - set(rest) - set(page)   # no longer to come: deleted meanwhile
+    found, delivered = _page_slice(conn, _load_ids(conn, page, ordered=True), page, before, set(rest).intersection,
+                                   vanished)
+    return found, replace(delivered, rest=tuple(rest)) if rest else None
 
 
 IdTest = Callable[[set[int]], set[int]]
 
 
-def _page_slice(conn: apsw.Connection, entities: list[Entity], earlier: IdTest | None, matched: IdTest) -> GraphSlice:
+def _page_slice(conn: apsw.Connection, entities: list[Entity], page: list[int], before: SearchPosition,
+                later: IdTest, due: set[int]) -> tuple[GraphSlice, SearchPosition]:
     """:func:`page_slice` on SQLite."""
-    return page_slice(entities, earlier, matched, touching=lambda names: relations_touching(conn, names),
-                      ids=lambda names: _ids(conn, names), load_names=lambda names: _load_names(conn, names))
+    return page_slice(entities, page, before, later, due, touching=lambda names: relations_touching(conn, names),
+                      ids=lambda names: _ids(conn, names), load_names=lambda names: _load_names(conn, names),
+                      load_ids=lambda ids: _load_ids(conn, ids))
 
 
-def page_slice(entities: list[Entity], earlier: IdTest | None, matched: IdTest, *,
+def page_slice(entities: list[Entity], page: list[int], before: SearchPosition, later: IdTest, due: set[int], *,
                touching: Callable[[list[str]], list[Relation]],
                ids: Callable[[set[str]], dict[str, int]],
-               load_names: Callable[[list[str]], list[Entity]]) -> GraphSlice:
-    """``entities`` with the relations touching them whose other end is no ``earlier`` match
-    (those came with an earlier page), and the far ends of those relations that are not
-    ``matched`` and touch no ``earlier`` match. Both tests take a set of entity ids and return
-    the subset that passes; ``earlier`` None: the first page.
+               load_names: Callable[[list[str]], list[Entity]],
+               load_ids: Callable[[list[int]], list[Entity]]) -> tuple[GraphSlice, SearchPosition]:
+    """The page of the matches ``entities`` (ids ``page``): with the relations touching them
+    whose other end no earlier page sent as a match (such a relation came with that page), and
+    as neighbors the far ends of those relations that neither a later page brings as matches
+    (``later`` takes a set of entity ids and returns those it will) nor an earlier page sent,
+    then the ``due`` ones (promised to this page as matches, not on it: they stopped matching;
+    those deleted meanwhile are gone). ``before``: what the earlier pages sent
+    (:class:`SearchPosition`). Returns the page and ``before`` with this page's matches,
+    neighbors and promises added, and the kept promises taken off.
 
     Backend-neutral: a backend supplies ``touching(names)`` (the relations with an end among the
-    names, in creation order), ``ids(names)`` (``{name: entity id}`` of those that are entities)
-    and ``load_names(names)`` (those entities, with observations, in the order given).
+    names, in creation order), ``ids(names)`` (``{name: entity id}`` of those that are entities),
+    ``load_names(names)`` (those entities, with observations, in the order given) and
+    ``load_ids(ids)`` (the same by id, in id order).
     """
     names = [e.name for e in entities]
     inside = set(names)
     near = touching(names)
     id_of = ids({n for r in near for n in (r.source, r.target) if n not in inside})
-    before = earlier(set(id_of.values())) if earlier is not None else set()
-    relations = [r for r in near if id_of.get(r.source) not in before and id_of.get(r.target) not in before]
+    sent = before.matches
+    relations = [r for r in near if id_of.get(r.source) not in sent and id_of.get(r.target) not in sent]
     ends = {n: id_of[n] for r in relations for n in (r.source, r.target) if n not in inside and n in id_of}
-    matching = matched(set(ends.values()))
-    far = unique(n for r in relations for n in (r.source, r.target) if n in ends and ends[n] not in matching)
-    if far and earlier is not None:   # a neighbor of an earlier page's match came with that page
-        around = touching(far)
-        others = ids({n for r in around for n in (r.source, r.target)})
-        gone = earlier({others[n] for r in around for n in (r.source, r.target) if n in others and n not in far})
-        seen = {n for r in around for n, other in ((r.source, r.target), (r.target, r.source))
-                if n in far and others.get(other) in gone}
-        far = [n for n in far if n not in seen]
-    return GraphSlice(entities, relations, load_names(far))
+    coming = later(set(ends.values()))
+    far = unique(n for r in relations for n in (r.source, r.target)
+                 if n in ends and ends[n] not in coming and ends[n] not in before.neighbors)
+    neighbors = {ends[n] for n in far}
+    late = sorted(due - neighbors - before.neighbors)
+    delivered = replace(before, matches=sent | set(page), neighbors=before.neighbors | neighbors | set(late),
+                        promised=(before.promised - set(page) - neighbors - due) | coming)
+    return GraphSlice(entities, relations, load_names(far) + load_ids(late)), delivered
 
 
 def _existing(conn: apsw.Connection, ids: Iterable[int]) -> set[int]:

@@ -10,6 +10,7 @@ are never selected.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from graph_memory.db.pages import IdTest, page_slice
@@ -66,47 +67,49 @@ def search_page(graph: PostgresGraph, query: str, mode: Mode, since: str | None,
     Raises:
         InvalidQuery: as :func:`graph_memory.db.search.search`.
     """
+    before = after or SearchPosition()
     if mode == "substring":
-        start = after.after if after is not None else 0
-        found = substring_matches(graph, query, None if limit is None else limit + 1, after=start, since=since)
-        page = found if limit is None else found[:limit]
-        following = SearchPosition(after=page[-1][0]) if len(found) > len(page) else None
-        on_page = {i for i, _ in page}
+        found = substring_matches(graph, query, None if limit is None else limit + 1, after=before.after, since=since)
+        cut = found if limit is None else found[:limit]
+        more = len(found) > len(cut)
+        last = cut[-1][0] if cut else 0
+        # an entity an earlier page sent as a neighbor that has come to match since is not sent again
+        page = [(i, e) for i, e in cut if i not in before.neighbors]
+        ids = [i for i, _ in page]
 
-        def matched(candidates: set[int]) -> set[int]:
-            return candidates & on_page | substring_among(graph, query, candidates - on_page, since)
+        def later(candidates: set[int]) -> set[int]:   # the matches a later page will bring
+            beyond = {i for i in candidates if i > last} if more else set()
+            return substring_among(graph, query, beyond - before.neighbors, since)
 
-        def earlier(candidates: set[int]) -> set[int]:
-            return matched({i for i in candidates if i <= start})
-
-        return _page_slice(graph, [e for _, e in page], earlier if start else None, matched), following
+        # a promised match whose turn has come and that is not on this page stopped matching
+        due = {i for i in before.promised if not more or i <= last} - set(ids)
+        result, delivered = _page_slice(graph, [e for _, e in page], ids, before, later, due)
+        return result, replace(delivered, after=last) if more else None
     # The ranked modes rank every match once, at the first page, and freeze that order.
     matches = match_ids(graph, query, mode)
     if since is not None:
         recent = {int(row[0]) for row in graph._rows(
             "SELECT id FROM entities WHERE id = ANY(%s) AND updated_at >= %s::timestamptz", (matches, since))}
         matches = [i for i in matches if i in recent]
-    if after is None or after.rest is None:
+    if before.rest is None:
         todo = matches
     else:   # what no longer exists is gone
-        alive = _existing(graph, after.rest)
-        todo = [i for i in after.rest if i in alive]
+        alive = _existing(graph, before.rest)
+        todo = [i for i in before.rest if i in alive]
     page_ids = todo if limit is None else todo[:limit]
     rest = todo[len(page_ids):]
-    everything, waiting = set(matches) | set(page_ids), set(todo)
-
-    def earlier_ranked(candidates: set[int]) -> set[int]:
-        return {i for i in candidates if i in everything and i not in waiting}
-
-    return (_page_slice(graph, _load_ids(graph, page_ids, ordered=True), None if after is None else earlier_ranked,
-                        everything.intersection),
-            SearchPosition(rest=tuple(rest)) if rest else None)
+    vanished = set(before.promised) - set(rest) - set(page_ids)   # no longer to come: deleted meanwhile
+    result, delivered = _page_slice(graph, _load_ids(graph, page_ids, ordered=True), page_ids, before,
+                                    set(rest).intersection, vanished)
+    return result, replace(delivered, rest=tuple(rest)) if rest else None
 
 
-def _page_slice(graph: PostgresGraph, entities: list[Entity], earlier: IdTest | None, matched: IdTest) -> GraphSlice:
+def _page_slice(graph: PostgresGraph, entities: list[Entity], page: list[int], before: SearchPosition,
+                later: IdTest, due: set[int]) -> tuple[GraphSlice, SearchPosition]:
     """:func:`graph_memory.db.pages.page_slice` on PostgreSQL."""
-    return page_slice(entities, earlier, matched, touching=graph._relations_touching,
-                      ids=lambda names: _ids(graph, names), load_names=graph._entities_named)
+    return page_slice(entities, page, before, later, due, touching=graph._relations_touching,
+                      ids=lambda names: _ids(graph, names), load_names=graph._entities_named,
+                      load_ids=lambda ids: _load_ids(graph, ids))
 
 
 def _existing(graph: PostgresGraph, ids: Iterable[int]) -> set[int]:
