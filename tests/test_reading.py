@@ -180,6 +180,23 @@ async def test_bad_since_is_a_clear_error(client: Any, since: str) -> None:
         assert "is not an ISO 8601 date or time" in message and "2026-12-01T09:30:00Z" in message
 
 
+@pytest.mark.parametrize("since", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"])
+async def test_since_out_of_range_in_utc_is_a_clear_error(client: Any, since: str) -> None:
+    for tool, arguments in (("read_graph", {}), ("search_nodes", {"query": "a"})):
+        message = await call_error(client, tool, {**arguments, "since": since})
+        assert "out of range in UTC" in message and "internal error" not in message
+
+
+async def test_a_page_size_beyond_any_graph_reads_everything(client: Any) -> None:
+    await seed(client)
+    whole = await call(client, "read_graph", {})
+    for limit in (2**31, 2**63, 10**30):
+        assert await call(client, "read_graph", {"limit": limit}) == whole
+        for mode in ("substring", "words", "fts"):
+            assert names(await call(client, "search_nodes", {"query": "Lyon", "mode": mode, "limit": limit})) == \
+                names(await call(client, "search_nodes", {"query": "Lyon", "mode": mode})) == ["Alice"]
+
+
 async def test_since_accepts_dates_and_offsets(client: Any) -> None:
     await seed(client)
     for since in ("2000-01-01", "2000-01-01T00:00", "2000-01-01T02:00:00+02:00", "2000-01-01T00:00:00Z"):

@@ -154,4 +154,8 @@ def parse_since(value: str) -> str:
                            f"'2026-12-01T09:30:00Z'") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    try:
+        in_utc = moment.astimezone(UTC)
+    except OverflowError:   # e.g. 0001-01-01T00:00+01:00: before year 1 in UTC
+        raise InvalidInput(f"since: {value!r} is out of range in UTC; give a moment from year 1 to 9999") from None
+    return in_utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")

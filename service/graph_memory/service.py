@@ -274,7 +274,7 @@ class MemoryService:
         Raises: InvalidInput (bad since, limit); InvalidCursor (see :func:`graph_memory.paging.decode_cursor`).
         """
         moment = _since(since)
-        _check_limit(limit)
+        limit = _check_limit(limit)
         cursor = cursor or None   # "" is "not given", as null is
         if moment is None and limit is None and cursor is None:
             return self.backend.run_read(lambda g: g.with_times(g.read_graph()) if timestamps else g.read_graph())
@@ -304,7 +304,7 @@ class MemoryService:
         """
         check_unicode(query, "query")
         moment = _since(since)
-        _check_limit(limit)
+        limit = _check_limit(limit)
         cursor = cursor or None   # "" is "not given", as null is
         if moment is None and limit is None and cursor is None:
             return self.backend.run_search(
@@ -640,9 +640,16 @@ def _since(value: str | None) -> str | None:
     return None if value is None else parse_since(value)
 
 
-def _check_limit(limit: int | None) -> None:
+# A larger page size reads as this one: more than any graph holds, and within the 64-bit
+# integers the SQL LIMIT takes (2**63 failed with "datatype mismatch").
+_LARGEST_LIMIT = 2**62
+
+
+def _check_limit(limit: int | None) -> int | None:
+    """``limit`` checked (≥ 1) and held to :data:`_LARGEST_LIMIT`. Raises: InvalidInput."""
     if limit is not None and limit < 1:
         raise InvalidInput(f"limit must be 1 or more (got {limit})")
+    return None if limit is None else min(limit, _LARGEST_LIMIT)
 
 
 P = TypeVar("P", ReadPosition, SearchPosition)
