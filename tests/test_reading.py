@@ -171,6 +171,14 @@ async def test_since_is_inclusive_and_update_relations_dates_the_relation(client
     (relation,) = graph["relations"]
     assert (relation["from"], relation["weight"]) == ("Alice", 0.5)
     assert relation["createdAt"] < moment <= relation["updatedAt"]
+    await anyio.sleep(0.005)
+    later = _utc_now()
+    await anyio.sleep(0.005)
+    # evidence equal to the weight changes nothing: the relation keeps its time (found by QA)
+    await call(client, "update_relations", {"relations": [{**WORKS, "weight": 0.5}, {**KNOWS, "weight": 0.5}]})
+    assert (await call(client, "read_graph", {"since": later}))["relations"] == []
+    again = await call(client, "read_graph", {"since": moment, "timestamps": True})
+    assert again["relations"] == graph["relations"]
 
 
 @pytest.mark.parametrize("since", ["yesterday", "2026-13-01", "", "12/01/2026"])

@@ -611,7 +611,8 @@ def update_relation_weights(conn: apsw.Connection, items: Sequence[tuple[Relatio
     """Apply new evidence to existing relations: ``weight = (weight + evidence) / 2`` (MemoryMesh's rule).
 
     ``items`` are ``(relation, evidence)`` pairs; only the relation's triple is used. They apply in
-    call order, so a relation named twice averages twice.
+    call order, so a relation named twice averages twice. Evidence equal to the stored weight
+    changes nothing, so it writes nothing (its ``updatedAt`` and ``since`` stay as they were).
 
     Raises:
         RelationNotFound: a triple is not a relation (the whole call is refused).
@@ -626,7 +627,8 @@ def update_relation_weights(conn: apsw.Connection, items: Sequence[tuple[Relatio
             raise RelationNotFound(*relation.key)
         previous = float(row[1])
         weight = (previous + evidence) / 2
-        conn.execute(f"UPDATE relations SET weight = ?, updated_at = {NOW} WHERE id = ?", (weight, row[0]))
+        if weight != previous:
+            conn.execute(f"UPDATE relations SET weight = ?, updated_at = {NOW} WHERE id = ?", (weight, row[0]))
         changes.append(WeightChange(Relation(*relation.key, weight), previous, evidence))
     return changes
 

@@ -524,9 +524,10 @@ class PostgresGraph:
                 raise RelationNotFound(*relation.key)
             previous = float(row[1])
             weight = (previous + evidence) / 2
-            self.conn.execute("UPDATE relations SET weight = %s, updated_at = clock_timestamp() WHERE id = %s",
-                              (weight, row[0]))
-            self.changed = True
+            if weight != previous:   # equal evidence changes nothing: nothing written (graph.py)
+                self.conn.execute("UPDATE relations SET weight = %s, updated_at = clock_timestamp() WHERE id = %s",
+                                  (weight, row[0]))
+                self.changed = True
             changes.append(WeightChange(Relation(*relation.key, weight), previous, evidence))
         return changes
 
