@@ -522,10 +522,15 @@ async def test_a_cursor_of_another_database_or_format_is_refused(client: Any, tm
     finally:
         other.close()
     raw = bytearray(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-    raw[0] = 0   # a format this version does not write
+    raw[0] = 1   # a format an earlier version wrote
     stale = base64.urlsafe_b64encode(bytes(raw)).decode().rstrip("=")
     message = await call_error(client, "read_graph", {"limit": 2, "cursor": stale})
     assert "another version of the server" in message and "without cursor" in message
+    for first in (0, 200):   # no format ever written: not a cursor at all (e.g. a long random string)
+        raw[0] = first
+        message = await call_error(client, "read_graph", {
+            "limit": 2, "cursor": base64.urlsafe_b64encode(bytes(raw)).decode().rstrip("=")})
+        assert "not a cursor this server issued" in message and "without cursor" in message
 
 
 # -- replies too large for a client ----------------------------------------------------------------

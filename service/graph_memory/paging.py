@@ -92,7 +92,7 @@ def decode_cursor(secret: bytes, bound: str, cursor: str) -> ReadPosition | Sear
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
     except (binascii.Error, ValueError):
         raw = b""
-    if len(raw) < 1 + _TAG + _MAC + 1:
+    if len(raw) < 1 + _TAG + _MAC + 1 or not 1 <= raw[0] <= CURSOR_FORMAT:
         raise InvalidCursor(f"cursor is not a cursor this server issued (pass a reply's nextCursor exactly "
                             f"as it was given); {_START_OVER}")
     if raw[0] != CURSOR_FORMAT:
