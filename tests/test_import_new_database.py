@@ -24,7 +24,7 @@ import pytest
 from graph_memory import service
 from graph_memory.db import graph, index
 from graph_memory.db.backend import SqliteBackend, building_new
-from graph_memory.db.store import STALE_BUILD_SECONDS, Store
+from graph_memory.db.store import STALE_BUILD_SECONDS, Store, build_in_progress
 from graph_memory.errors import LegacyFormatError, StoreError
 from graph_memory.importer import ImportReport, load_graph, read_legacy_file
 from graph_memory.models import Entity
@@ -232,6 +232,25 @@ def test_what_a_killed_build_left_is_removed_by_the_next_one(tmp_path: Path) -> 
         os.utime(leftover, (old, old))
     import_into(tmp_path / "memory.db", file)
     assert leftovers(tmp_path) == [recent.name, other.name]
+
+
+def test_what_a_killed_build_left_beside_an_existing_database_is_removed_by_a_later_open(tmp_path: Path) -> None:
+    """A first start killed during its build, then restarted at once, builds again and takes the
+    name: no later build of that name ever comes, so every read-write open removes a stale one
+    (found by QA: up to the database's size left hidden beside it for good)."""
+    db = tmp_path / "memory.db"
+    Store.open(db).close()
+    stale = tmp_path / ".memory.db.k1lled00.building"
+    recent = tmp_path / ".memory.db.runn1ng0.building"
+    for leftover in (stale, recent):
+        leftover.write_bytes(b"SQLite format 3\x00 half an import")
+    old = time.time() - STALE_BUILD_SECONDS - 60
+    os.utime(stale, (old, old))
+    Store.open_readonly(db).close()   # reading never removes anything
+    assert leftovers(tmp_path) == sorted([stale.name, recent.name])
+    Store.open(db).close()
+    assert leftovers(tmp_path) == [recent.name]
+    assert build_in_progress(db) == recent and build_in_progress(tmp_path / "other.db") is None
 
 
 def test_a_build_that_cannot_take_its_name_keeps_nothing(tmp_path: Path) -> None:

@@ -323,6 +323,25 @@ def test_healthcheck_never_creates_a_database(tmp_path: Path) -> None:
     assert not db.exists()
 
 
+def test_healthcheck_while_the_database_is_built_says_it_is_starting(tmp_path: Path) -> None:
+    """A first start builds a new database beside its name: meanwhile the healthcheck passes
+    saying so (as it did while a first start imported into the database it had created), rather
+    than telling the user to fix MEMORY_FILE_PATH (found by QA); a killed build's stale file does
+    not count."""
+    from graph_memory.db.store import STALE_BUILD_SECONDS
+
+    db = tmp_path / "memory.db"
+    build = tmp_path / ".memory.db.x1y2z3w4.building"
+    build.write_bytes(b"SQLite format 3\x00")
+    proc = subprocess.run([str(EXE), "healthcheck"], capture_output=True, env=server_env(tmp_path, db), timeout=30)
+    assert proc.returncode == 0 and proc.stdout.decode().startswith("ok: starting:"), proc
+    assert build.name in proc.stdout.decode() and not db.exists()
+    old = time.time() - STALE_BUILD_SECONDS - 60
+    os.utime(build, (old, old))
+    proc = subprocess.run([str(EXE), "healthcheck"], capture_output=True, env=server_env(tmp_path, db), timeout=30)
+    assert proc.returncode == 1 and str(db) in proc.stderr.decode()
+
+
 def test_a_reply_line_over_the_bound_is_replaced_by_an_error_saying_how_to_ask_for_less(tmp_path: Path) -> None:
     """The stdio transport measures every line it writes: a read_graph whose estimate passes the
     bound but whose line does not (quotes are escaped twice in the text content: a `"` costs 6

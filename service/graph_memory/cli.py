@@ -287,8 +287,14 @@ def _http_ready_problem(settings: Settings) -> str | None:
 def cmd_healthcheck(args: argparse.Namespace) -> int:
     """Exit 0 when the database opens and has every migration applied, else 1 with the reason."""
     settings = _settings(args)
-    from graph_memory.service import opened
+    from graph_memory.service import database_being_built, opened
 
+    if (build := database_being_built(settings)) is not None:
+        # As when a first start imported into the database it had created: healthy while it
+        # works (an orchestrator must not restart it: that would start the import over).
+        print(f"ok: starting: {settings.database_path} is being built beside its name ({build.name}: a "
+              f"first-start import, or an import into a new database); it is served once complete")
+        return EXIT_OK
     with opened(settings, "readonly") as backend:
         state = backend.schema_status()
     if state.pending:

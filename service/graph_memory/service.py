@@ -34,7 +34,7 @@ from graph_memory.db.backend import open_backend as open_backend  # for the CLI'
 from graph_memory.db.backup import BackupResult, GraphCounts
 from graph_memory.db.paths import side_files
 from graph_memory.db.records import ImportRecord
-from graph_memory.db.store import DatabaseAppeared
+from graph_memory.db.store import DatabaseAppeared, build_in_progress
 from graph_memory.errors import (
     Conflict,
     EntityNotFound,
@@ -905,6 +905,15 @@ def stats(settings: Settings) -> Stats:
         files = backend.files()
     return Stats(backend.path, files, state.version, [m.name for m in state.pending], counts, records, owes,
                  backend.kind)
+
+
+def database_being_built(settings: Settings) -> Path | None:
+    """The temporary file of a SQLite database that does not exist yet and is being built beside
+    its name (a first start importing its legacy file, or ``graph-memory import`` into a new
+    database), else None."""
+    if not backends.database_missing(settings):
+        return None
+    return build_in_progress(settings.database_path)
 
 
 def first_start_built(settings: Settings, log: BoundLogger) -> bool:

@@ -97,14 +97,29 @@ def _prepare_folder(path: Path) -> None:
                          f"choose another location with MEMORY_FILE_PATH")
 
 
-def _remove_stale_builds(path: Path, *, keep: Path) -> None:
+def _builds(path: Path) -> list[tuple[Path, float]]:
+    """The files builds of ``path`` keep beside it (``.NAME.*.building``) with how many seconds
+    ago each last changed (a build writes all the time; a killed one stops)."""
+    now, found = time.time(), []
+    for build in path.parent.glob(f".{glob.escape(path.name)}.*.building"):
+        with contextlib.suppress(OSError):   # gone meanwhile: finished or removed
+            found.append((build, now - build.stat().st_mtime))
+    return found
+
+
+def build_in_progress(path: Path) -> Path | None:
+    """A build of the database ``path`` that is under way (its file changed within
+    :data:`STALE_BUILD_SECONDS`), e.g. a first-start import, or None."""
+    return next((build for build, age in _builds(path) if age < STALE_BUILD_SECONDS), None)
+
+
+def _remove_stale_builds(path: Path, *, keep: Path | None = None) -> None:
     """Remove what killed builds of ``path`` left beside it (``.NAME.*.building`` and its
     :func:`~graph_memory.db.paths.side_files`, unchanged for :data:`STALE_BUILD_SECONDS`), except
-    ``keep``; best effort."""
-    now = time.time()
-    for leftover in path.parent.glob(f".{glob.escape(path.name)}.*.building"):
+    ``keep``; best effort. Run by every build and every read-write open of the database (a build
+    killed before it took its name leaves its file, up to the database's size)."""
+    for leftover, age in _builds(path):
         try:
-            age = now - leftover.stat().st_mtime
             if leftover == keep or age < STALE_BUILD_SECONDS:
                 continue
             for name in (leftover, *side_files(leftover)):
@@ -210,6 +225,8 @@ class Store:
             _prepare_folder(path)
         if path.exists() and path.stat().st_size > 0:
             _refuse_foreign_unmodified(path)
+            if building_for is None:
+                _remove_stale_builds(path)
         if not path.exists():
             # A memory is personal: create the file readable by its owner only. SQLite gives the
             # -wal and -shm files the same permissions.
