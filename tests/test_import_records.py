@@ -277,6 +277,65 @@ def test_servers_started_together_on_a_new_file_import_it_once(tmp_path: Path) -
     assert len(contents(tmp_path / "memory.db")[0]) == 3002
 
 
+def _serve_start(legacy: Path) -> tuple[str, importer.ImportReport | None]:
+    """What ``graph-memory serve`` does before serving, in process: the build aside, the open,
+    the first start (service.first_start_built, open_backend, service.first_start)."""
+    from graph_memory import service
+
+    settings, log = Settings(file_path=legacy), get_logger("test")
+    built = service.first_start_built(settings, log)
+    backend = service.open_backend(settings, "migrate")
+    try:
+        return built, service.first_start(backend, settings, log, lost_build=built == "lost")
+    finally:
+        backend.close()
+
+
+@pytest.mark.parametrize("meanwhile", ["import of another file", "another start of this file", "migrate"])
+def test_a_first_start_whose_build_loses_to_another_process_still_imports_its_file_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, meanwhile: str) -> None:
+    """A server starts on a new database and builds it beside its name; before it takes the name,
+    another process creates it. The legacy file is then imported into that database unless it has
+    a record of the file (found by QA: after `graph-memory import other.jsonl` won, the legacy
+    file was never imported, where the server used to import it into the database it created)."""
+    from graph_memory.db import store as stores
+    from graph_memory.service import import_file
+
+    legacy = tmp_path / "memory.jsonl"
+    legacy.write_bytes(GOOD)
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(MORE)
+    db = tmp_path / "memory.db"
+    real_link = stores.link_new
+    ran: list[str] = []
+
+    def link_after_another_process(building: Path, target: Path) -> None:
+        if not ran:
+            ran.append(meanwhile)
+            if meanwhile == "import of another file":
+                import_file(Settings(file_path=db), str(other))
+            elif meanwhile == "another start of this file":
+                assert _serve_start(legacy)[0] == "built"
+            else:
+                Store.open(db).close()   # graph-memory migrate: a database that still owes its import
+        real_link(building, target)
+
+    monkeypatch.setattr(stores, "link_new", link_after_another_process)
+    built, report = _serve_start(legacy)
+    assert built == "lost" and ran == [meanwhile]
+    entities, relations = contents(db)
+    expected = ["Alice", "Bob"] + (["Carol"] if meanwhile == "import of another file" else [])
+    assert sorted(entities) == sorted(expected) and len(relations) == 2
+    kinds = [r["kind"] for r in records(db)]
+    if meanwhile == "import of another file":
+        assert kinds == ["import", "first_start"] and report is not None and report.entities_created == 2
+    elif meanwhile == "another start of this file":
+        assert kinds == ["first_start"] and report is None   # imported once, by the start that won
+    else:
+        assert kinds == ["first_start"] and report is not None
+    assert _serve_start(legacy) == ("not built", None)   # and never again
+
+
 # -- upgrading a database from before the records (schema 3) ---------------------------------------
 
 

@@ -169,7 +169,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         # A new SQLite database with a legacy file to import is built beside its name first (a
         # bad legacy file stops the start here, before any database exists).
-        first_start_built(settings, log)
+        built = first_start_built(settings, log)
         backend = open_backend(settings, "migrate")
     except GraphError as exc:  # for log collectors; main prints the message for people
         log.error("server_start_failed", database=str(settings.database_label), error=str(exc)[:500])
@@ -182,7 +182,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log.info("server_stopped", database=str(backend.path))
 
     try:
-        first_start(backend, settings, log)  # a bad legacy file stops the start here
+        first_start(backend, settings, log, lost_build=built == "lost")  # a bad legacy file stops the start here
         from graph_memory.mcp.server import build_server
         from graph_memory.service import Limits, MemoryService
 

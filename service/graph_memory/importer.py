@@ -164,11 +164,13 @@ def _complete_summary(report: ImportReport, tally: FileTally) -> None:
 
 
 def _load(backend: Backend, legacy: LegacyGraph | LegacyStream, *, source: str, progress: Progress | None,
-          first_start: bool = False, record: FileState | None = None,
+          first_start: bool = False, record: FileState | None = None, unless_recorded: str | None = None,
           batch: int = BATCH_ROWS) -> ImportReport | None:
     """The import transaction. With ``first_start`` it runs only while the database still owes
-    its first-start import (which it then clears), else returns None; with ``record`` it writes
-    the import record (kind first_start or import) in the same transaction. The merge reads the
+    its first-start import (which it then clears), else returns None; with ``unless_recorded``
+    (a :func:`record_path`) it runs only while the database has no record of that file, else
+    returns None, and records itself as a first-start import; with ``record`` it writes the
+    import record (kind first_start or import) in the same transaction. The merge reads the
     records of ``legacy`` in file order and writes their observations ``batch`` at a time
     (:func:`graph_memory.merge.merge_records`)."""
     # How many entities the merge may bring (for how it keeps the search index in step) and
@@ -193,6 +195,8 @@ def _load(backend: Backend, legacy: LegacyGraph | LegacyStream, *, source: str, 
         # after any import, a start never imports on its own.
         if not g.take_first_start("import") and first_start:
             raise _AlreadyImported
+        if unless_recorded is not None and g.latest_record(unless_recorded) is not None:
+            raise _AlreadyImported
         if progress:
             progress.phase("importing")
         # The graph keeps the search index in step the cheapest way for a merge of this size.
@@ -208,7 +212,7 @@ def _load(backend: Backend, legacy: LegacyGraph | LegacyStream, *, source: str, 
         if isinstance(legacy, LegacyStream):
             _complete_summary(report, tally)
         if record is not None:
-            _insert_record(g, "first_start" if first_start else "import", record, report)
+            _insert_record(g, "first_start" if first_start or unless_recorded else "import", record, report)
         return report
 
     try:
@@ -385,7 +389,7 @@ def _insert_record(g: Graph, kind: str, state: FileState, report: ImportReport |
 
 
 def first_start_import(backend: Backend, candidates: list[Path], *, progress: Progress | None = None,
-                       creating: bool = False) -> ImportReport | None:
+                       creating: bool = False, lost_build: bool = False) -> ImportReport | None:
     """At start, settle the legacy file (the first of ``candidates`` that exists) with the database.
 
     - A database created by this version (migration 0004 ran on a new file) owes one import: the
@@ -402,6 +406,11 @@ def first_start_import(backend: Backend, candidates: list[Path], *, progress: Pr
       and, when it changed or was never imported, logs one warning (``legacy_file_changed`` or
       ``legacy_file_not_imported``) with the command that merges it. Nothing is merged or
       recorded then.
+
+    - ``lost_build``: this start built the database beside its name, but another process created
+      it meanwhile (e.g. ``graph-memory import`` of another file, which settles the duty): the
+      file is merged into that database all the same, as this start's first-start import, unless
+      the database has a record of it (another start, or an import of this file, came first).
 
     Returns:
         The report of a first-start import, else None.
@@ -423,10 +432,12 @@ def first_start_import(backend: Backend, candidates: list[Path], *, progress: Pr
         _settle_without_file(backend)
         return None
     action = backend.run_read(lambda g: g.first_start_action())
-    if action != "import":
-        _check_legacy_file(backend, legacy_path, baseline=action == "baseline")
-        return None
-    return _import_on_first_start(backend, legacy_path, progress, creating)
+    if action == "import":
+        return _import_on_first_start(backend, legacy_path, progress, creating)
+    if lost_build and action is None and (report := _import_after_lost_build(backend, legacy_path, progress)):
+        return report
+    _check_legacy_file(backend, legacy_path, baseline=action == "baseline")
+    return None
 
 
 def _check_legacy_file(backend: Backend, legacy_path: Path, *, baseline: bool) -> None:
@@ -466,6 +477,31 @@ def _import_on_first_start(backend: Backend, legacy_path: Path, progress: Progre
                  reason="another process did the first-start import meanwhile")
         return None
     if not creating:  # a database being built is logged once it has its name (it may never get it)
+        log_first_start_import(report)
+    return report
+
+
+def _import_after_lost_build(backend: Backend, legacy_path: Path, progress: Progress | None) -> ImportReport | None:
+    """The first-start import of ``legacy_path`` into a database another process created while
+    this start built its own (see :func:`first_start_import`): checked first (the database holds
+    what the other process wrote), then merged unless the database has a record of the file;
+    None when it has."""
+    path = record_path(legacy_path)
+    if backend.run_read(lambda g: g.latest_record(path)) is not None:
+        return None
+    try:
+        state, data = FileState.read(legacy_path)
+        log.info("legacy_import_started", path=state.path, database=str(backend.path), bytes=state.size_bytes,
+                 reason="the database was created by another process while this start built its own")
+        legacy = stream_memory_file(data, path=str(legacy_path))
+        report = _load(backend, legacy, source=str(legacy_path), progress=progress, record=state,
+                       unless_recorded=path)
+    except LegacyFormatError as exc:
+        command = graph_memory_command("import", "--skip-invalid", exc.path or "FILE", database=backend.path)
+        raise exc.advised(f". Nothing of it was imported into {backend.path}, created meanwhile by another "
+                          f"process, and the legacy file was left untouched. Fix that line, or import what can "
+                          f"be read with: {command}") from exc
+    if report is not None:
         log_first_start_import(report)
     return report
 

@@ -916,7 +916,7 @@ def database_being_built(settings: Settings) -> Path | None:
     return build_in_progress(settings.database_path)
 
 
-def first_start_built(settings: Settings, log: BoundLogger) -> bool:
+def first_start_built(settings: Settings, log: BoundLogger) -> Literal["built", "lost", "not built"]:
     """At ``serve``, before the database is opened: when the SQLite database ``settings`` name
     does not exist yet and a legacy file does, build the database beside its name with the file
     imported (:func:`first_start` on it: the same import, record and settled duty), then give it
@@ -924,35 +924,39 @@ def first_start_built(settings: Settings, log: BoundLogger) -> bool:
     file imports faster (300,000 entities: 24.5 s instead of 28.2 s), and a refused file leaves no
     database behind, as ``graph-memory import`` into a new database does.
 
-    Returns whether it built the database; False for PostgreSQL, an existing database, no legacy
-    file, or a database another process created meanwhile (two servers started on one new file:
-    the other one's). :func:`first_start` after the open then does the rest as usual.
+    Returns ``"built"``; ``"lost"`` when another process created the database meanwhile (a
+    server started on the same new file, ``graph-memory import``…): :func:`first_start` after
+    the open is then told so (``lost_build``), and imports the file unless that database has a
+    record of it; ``"not built"`` for PostgreSQL, an existing database or no legacy file.
 
     Raises:
         LegacyFormatError: the legacy file has a bad line (no database was created).
         StoreError: the database cannot be created.
     """
     if not backends.database_missing(settings) or not any(p.is_file() for p in settings.legacy_candidates):
-        return False
+        return "not built"
     try:
         with backends.building_new(settings) as backend:
             report = first_start(backend, settings, log, creating=True)
     except DatabaseAppeared:
-        log.info("legacy_import_skipped", database=str(settings.database_label),
-                 reason="another process created the database meanwhile; this start's import was discarded")
-        return False
+        log.info("legacy_build_discarded", database=str(settings.database_label),
+                 reason="another process created the database meanwhile; the legacy file is imported into it "
+                        "unless it has a record of the file")
+        return "lost"
     if report is not None:
         log_first_start_import(report)
-    return True
+    return "built"
 
 
-def first_start(backend: Backend, settings: Settings, log: BoundLogger, *, creating: bool = False
-                ) -> ImportReport | None:
+def first_start(backend: Backend, settings: Settings, log: BoundLogger, *, creating: bool = False,
+                lost_build: bool = False) -> ImportReport | None:
     """At ``serve``, on the migrated ``backend``: settle the legacy file
     (:func:`~graph_memory.importer.first_start_import`: import it when the database owes its first
     import), then, on the start that created the database, log the ``reference_memory_found`` hint
     on ``log`` when it is still empty. Returns the first-start import's report, else None.
-    ``creating``: ``backend`` is being built beside its name (:func:`first_start_built`).
+    ``creating``: ``backend`` is being built beside its name (:func:`first_start_built`);
+    ``lost_build``: this start's build lost to a database another process created
+    (:func:`~graph_memory.importer.first_start_import`).
 
     Raises:
         LegacyFormatError: the legacy file to import has a bad line (the database stays empty;
@@ -964,7 +968,7 @@ def first_start(backend: Backend, settings: Settings, log: BoundLogger, *, creat
     except GraphError:
         new_database = False
     # a bad file stops the start here
-    report = first_start_import(backend, settings.legacy_candidates, creating=creating)
+    report = first_start_import(backend, settings.legacy_candidates, creating=creating, lost_build=lost_build)
     if new_database:  # only the start that created it: a database emptied on purpose stays quiet
         from graph_memory.discover import log_hint_if_reference_files  # not on every start's path
 
