@@ -308,9 +308,11 @@ def test_an_import_stopped_by_a_signal_leaves_nothing_and_ends_as_that_signal(tm
             time.sleep(0.01)
         assert leftovers(tmp_path), "the import ended before it could be stopped"
         process.send_signal(signum)
-        process.wait(timeout=60)
+        _, stderr = process.communicate(timeout=60)
     assert process.returncode == -signum
     assert not db.exists() and leftovers(tmp_path) == []
+    removed = [json.loads(line) for line in stderr.decode().splitlines() if b"database_build_removed" in line.encode()]
+    assert [entry["reason"] for entry in removed] == [signal.Signals(signum).name]
 
 
 def test_a_database_being_built_is_named_by_its_own_name(tmp_path: Path) -> None:

@@ -325,9 +325,13 @@ class Store:
             except OSError as exc:
                 raise StoreError(f"cannot give the database built as {building} its name {path}: "
                                  f"{exc.strerror or exc}; nothing was kept") from exc
-        except BaseException:
+        except BaseException as exc:
             for leftover in (building, *side_files(building)):
                 leftover.unlink(missing_ok=True)
+            # one line for whoever wonders why a start or an import left no database (a host
+            # that keeps stopping a long first start, say); the error itself goes on
+            log.info("database_build_removed", database=str(path), building=building.name,
+                     reason=signal.Signals(exc.signum).name if isinstance(exc, _Signalled) else type(exc).__name__)
             raise
         fsync_directory(path.parent)
 
