@@ -348,16 +348,7 @@ class MemoryService:
         size = reply_bytes(result, view, timestamps)
         if size <= bound:
             return
-        # A page size that fits even when a page holds only the heavier kind of item; a search
-        # page's relations and neighbors come with its matches, so count them into each match.
-        entity_bytes, relation_bytes = _reply_parts(result, view, timestamps)
-        if tool == "read_graph":
-            heaviest = max(entity_bytes / max(1, len(result.entities)), relation_bytes / max(1, len(result.relations)))
-        else:
-            heaviest = (entity_bytes + relation_bytes) / max(1, len(result.entities))
-        # Not only the average item: a page of the largest ones must fit too.
-        heaviest = max(heaviest, _largest_entity_bytes(result, view, timestamps))
-        page = max(1, int(bound * 0.8 / heaviest))
+        page = self.fitting_page(tool, result, view, timestamps)
         what = (f"{tool}: this reply would be about {size:,} bytes ({len(result.entities)} entities, "
                 f"{len(result.relations)} relations, {len(result.neighbors)} neighbors), over the "
                 f"{bound:,}-byte bound on replies (MEMORY_MAX_REPLY_BYTES) that keeps them within what MCP "
@@ -376,6 +367,19 @@ class MemoryService:
             how += (f"; or ask for view 'summary' (names, types and observation counts: about "
                     f"{short:,} bytes, {'which fits' if short <= bound else 'also over it: page it the same way'})")
         raise ReplyTooLarge(what + how + ".")
+
+    def fitting_page(self, tool: str, result: GraphSlice, view: View = "full", timestamps: bool = False) -> int:
+        """A ``limit`` whose pages of ``tool``'s reply ``result`` fit the reply bound
+        (``max_reply_bytes``, which must be set): 80 % of it over the heaviest item, counting a
+        page of only the heavier kind of item (read_graph) or each match with its relations and
+        neighbors (search), and a page of the largest entities, not only of average ones."""
+        entity_bytes, relation_bytes = _reply_parts(result, view, timestamps)
+        if tool == "read_graph":
+            heaviest = max(entity_bytes / max(1, len(result.entities)), relation_bytes / max(1, len(result.relations)))
+        else:
+            heaviest = (entity_bytes + relation_bytes) / max(1, len(result.entities))
+        heaviest = max(heaviest, _largest_entity_bytes(result, view, timestamps), 1)
+        return max(1, int(self.limits.max_reply_bytes * 0.8 / heaviest))
 
     # -- typed tools (schema files; graph_memory.mcp.typed parses and checks the arguments) -----
 

@@ -31,6 +31,7 @@ costs a reply (a CJK or emoji text takes twice or three times its UTF-8 bytes es
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from json.encoder import encode_basestring_ascii  # C implementation on CPython
 from typing import Any
 
@@ -156,8 +157,10 @@ def check_reply(tool: str, text: str, structured: dict[str, Any], bound: int, *,
     raise ReplyTooLarge(what + how + ".")
 
 
-def check_resource(uri: str, text: str, bound: int, profile: str = "reference") -> None:
+def check_resource(uri: str, text: str, bound: int, profile: str = "reference",
+                   page: Callable[[], int] | None = None) -> None:
     """Refuse a ``resources/read`` reply whose content ``text`` is over ``bound`` (0: none).
+    ``page()``: a read_graph ``limit`` whose pages fit (asked only when refusing).
 
     Raises:
         ReplyTooLarge: the message says how to read the whole graph with read_graph's pages.
@@ -170,7 +173,8 @@ def check_resource(uri: str, text: str, bound: int, profile: str = "reference") 
         how = ("Read it in parts with the search_nodes and open_nodes tools (MemoryMesh's read_graph has no pages; "
                "the reference profile, MEMORY_TOOLS=reference, reads a graph of any size page by page)")
     else:
-        how = ("Read all of it with the read_graph tool in pages (limit, e.g. 1000, then cursor set to each "
+        limit = f"limit {page()} (or less)" if page is not None else "limit, e.g. 1000"
+        how = (f"Read all of it with the read_graph tool in pages ({limit}, then cursor set to each "
                "reply's nextCursor until a reply has none), or get an overview with read_graph view 'summary' "
                "(names, types and observation counts)")
     raise ReplyTooLarge(what + how + ".")

@@ -499,8 +499,10 @@ class _Handlers:
             raise MCPError(code=-32002, message=f"Resource not found: {params.uri}")
         try:
             with reply_building():
-                text = dumps_indent2(self.memory.read_graph().to_dict())   # json.dumps(indent=2), faster
-                bounds.check_resource(GRAPH_URI, text, self.memory.limits.max_reply_bytes, self.profile)
+                graph = self.memory.read_graph()
+                text = dumps_indent2(graph.to_dict())   # json.dumps(indent=2), faster
+                bounds.check_resource(GRAPH_URI, text, self.memory.limits.max_reply_bytes, self.profile,
+                                      page=lambda: self.memory.fitting_page("read_graph", graph))
         except Exception as exc:
             raise _resource_error(exc) from None
         return types.ReadResourceResult(contents=[types.TextResourceContents(
