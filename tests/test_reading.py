@@ -438,6 +438,11 @@ _BETWEEN_PAGES = {
     # page 1 sent Z as a neighbor, then Z (newer than every match) starts matching: not sent again
     "page-1 neighbor starts matching": ([("A", "Z")], [("add_observations", {"observations": [
         {"entityName": "Z", "contents": ["a zebra now"]}]})]),
+    # Y (a later match) and Z go; SQLite gives the next new entities their ids: neither is Y or Z
+    "later match deleted, its id reused": ([("A", "Y")], [
+        ("delete_entities", {"entityNames": ["Z"]}), ("delete_entities", {"entityNames": ["Y"]}),
+        ("create_entities", {"entities": [{"name": "Plain", "entityType": "t", "observations": ["a horse"]},
+                                          {"name": "Other", "entityType": "t", "observations": []}]})]),
 }
 
 
@@ -470,8 +475,39 @@ async def test_search_pages_send_what_existed_once_whatever_changes_between_them
     assert len(sent) == len(set(sent)) and before <= set(sent), sent
     delivered = names(got) + names(got, "neighbors")
     assert len(delivered) == len(set(delivered)), delivered
-    touched = {n for r in sent for n in r}
-    assert touched <= set(delivered), (touched, delivered)   # every relation's ends came with some page
+    assert set(delivered) <= {"X", "A", "B", "Y", "Z"}, delivered   # nothing written after the first page
+    deleted = {"Y", "Z"} if case == "later match deleted, its id reused" else set()
+    touched = {n for r in sent for n in r} - deleted
+    assert touched <= set(delivered), (touched, delivered)   # every relation's (living) ends came with a page
+
+
+async def test_a_match_sent_early_as_a_neighbor_still_brings_its_relations(client: Any) -> None:
+    """Y does not match while page 1 (A, related to Y) is read, so page 1 sends Y as a neighbor;
+    then Y matches again. When Y's own page comes (substring pages follow the graph as it is; the
+    ranked modes keep the first page's matches), Y is not sent again, but its relation to W (a
+    non-match) comes (found by QA: it was never sent)."""
+    mode = "substring"
+    await call(client, "create_entities", {"entities": [
+        {"name": "A", "entityType": "t", "observations": ["zebra A"]},
+        {"name": "B", "entityType": "t", "observations": ["zebra B"]},
+        {"name": "Y", "entityType": "t", "observations": ["zebra Y"]},
+        {"name": "W", "entityType": "t", "observations": ["a horse"]}]})
+    await call(client, "create_relations", {"relations": [
+        {"from": "A", "to": "Y", "relationType": "r"}, {"from": "Y", "to": "W", "relationType": "r"}]})
+    arguments = {"query": "zebra", "mode": mode, "limit": 1}
+    await call(client, "delete_observations", {"deletions": [{"entityName": "Y", "observations": ["zebra Y"]}]})
+    first = await call(client, "search_nodes", arguments)
+    assert names(first) == ["A"] and names(first, "neighbors") == ["Y"]
+    await call(client, "add_observations", {"observations": [{"entityName": "Y", "contents": ["zebra Y again"]}]})
+    whole = await call(client, "search_nodes", {"query": "zebra", "mode": mode})
+    parts = [first]
+    while "nextCursor" in parts[-1]:
+        parts.append(await call(client, "search_nodes", {**arguments, "cursor": parts[-1]["nextCursor"]}))
+    got = joined(parts)
+    key = lambda r: (r["from"], r["to"], r["relationType"])  # noqa: E731
+    assert sorted(map(key, got["relations"])) == sorted(map(key, whole["relations"]))
+    delivered = names(got) + names(got, "neighbors")
+    assert sorted(delivered) == ["A", "B", "W", "Y"]
 
 
 # -- cursors that cannot be used -------------------------------------------------------------------

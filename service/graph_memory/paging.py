@@ -52,13 +52,15 @@ class SearchPosition:
     what was sent, not by what the graph holds now (a write between pages can make an entity
     match, or stop matching). ``promised``: far ends of relations already sent that were left
     for a later page as matches; one that no longer matches when its page comes is sent there
-    as a neighbor."""
+    as a neighbor. ``first``: the first page's moment (the database's clock, as ``created_at``):
+    an entity created after it is not one the first page could see, even with a seen id."""
 
     after: int = 0
     rest: tuple[int, ...] | None = None
     matches: frozenset[int] = frozenset()
     neighbors: frozenset[int] = frozenset()
     promised: frozenset[int] = frozenset()
+    first: str = ""
 
 
 def binding(tool: str, *arguments: object) -> str:
@@ -73,7 +75,8 @@ def encode_cursor(secret: bytes, bound: str, position: ReadPosition | SearchPosi
         data: dict[str, Any] = {"b": bound, "p": position.phase[0], "i": position.last_id}
     else:
         data = {"b": bound, "a": position.after, "m": _deltas(sorted(position.matches)),
-                "n": _deltas(sorted(position.neighbors)), "l": _deltas(sorted(position.promised))}
+                "n": _deltas(sorted(position.neighbors)), "l": _deltas(sorted(position.promised)),
+                "t": position.first}
         if position.rest is not None:   # deltas keep a frozen ranking short after compression
             data["r"] = _deltas(position.rest)
     body = zlib.compress(json.dumps(data, separators=(",", ":")).encode(), 9)
@@ -112,7 +115,7 @@ def decode_cursor(secret: bytes, bound: str, cursor: str) -> ReadPosition | Sear
         return ReadPosition("entities" if data["p"] == "e" else "relations", int(data["i"]))
     rest = tuple(_sums(data["r"])) if "r" in data else None
     return SearchPosition(int(data["a"]), rest, frozenset(_sums(data["m"])), frozenset(_sums(data["n"])),
-                          frozenset(_sums(data["l"])))
+                          frozenset(_sums(data["l"])), str(data["t"]))
 
 
 def _deltas(ids: Iterable[int]) -> list[int]:

@@ -21,9 +21,14 @@ search_nodes
     one as matches (:class:`~graph_memory.paging.SearchPosition`), so a write between pages that
     makes an entity match or stop matching, or adds or removes a relation, makes no page skip
     or repeat a relation or neighbor that existed before the first page. An entity sent as a
-    neighbor that comes to match later is not sent again as a match; a match left for a later
-    page that stops matching comes with that page as a neighbor; one that stops matching before
-    its own page (``substring``) is left out with the relations only it brought.
+    neighbor that comes to match later is not sent again, but its relations come with its page.
+    The ranked modes keep the first page's matches: each comes on its page while it exists,
+    matching or not. ``substring`` pages follow the graph as it is: a match that stops matching
+    before its page is left out with the relations only it brought, unless an earlier page sent
+    a relation to it (then it comes with its page as a neighbor). SQLite gives a new entity the
+    id of a deleted one when that was the largest: an id seen by an earlier page names an entity
+    created after the first page then, which is told by its ``created_at`` and never taken for
+    the one that was seen.
 
 Concatenating the pages (entities, relations and neighbors each in page order) gives the
 unpaged reply's entities in the same order and its relations and neighbors each exactly once.
@@ -92,41 +97,43 @@ def search_page(conn: apsw.Connection, query: str, mode: Mode, since: str | None
     Raises:
         InvalidQuery: as :func:`graph_memory.db.search.search`.
     """
-    before = after or SearchPosition()
+    before = after or SearchPosition(first=_now(conn))
     if mode == "substring":
         # Keyed on rowid: the page's matches come from the index with LIMIT, and only the ends
         # of its relations are checked against the query, never every match.
         ids = search.substring_ids(conn, query, after=before.after, limit=None if limit is None else limit + 1,
                                    since=since)
-        cut = ids if limit is None else ids[:limit]
-        more = len(ids) > len(cut)
-        # an entity an earlier page sent as a neighbor that has come to match since is not sent again
-        page = [i for i in cut if i not in before.neighbors]
+        page = ids if limit is None else ids[:limit]
+        more = len(ids) > len(page)
 
         def later(candidates: set[int]) -> set[int]:   # the matches a later page will bring
-            beyond = {i for i in candidates if i > cut[-1]} if more else set()
-            return search.substring_among(conn, query, beyond - before.neighbors, since)
+            beyond = {i for i in candidates if i > page[-1]} if more else set()
+            return search.substring_among(conn, query, beyond, since)
 
         # a promised match whose turn has come and that is not on this page stopped matching
-        due = {i for i in before.promised if not more or i <= cut[-1]} - set(page)
+        due = _existing(conn, {i for i in before.promised if not more or i <= page[-1]} - set(page), before.first)
         found, delivered = _page_slice(conn, _load_ids(conn, page), page, before, later, due)
-        return found, replace(delivered, after=cut[-1]) if more else None
-    # The ranked modes rank every match once, at the first page, and freeze that order.
-    matches = search.match_ids(conn, query, mode)
-    if since is not None:
-        recent = {row[0] for row in conn.execute("SELECT id FROM entities WHERE updated_at >= ?", (since,))}
-        matches = [i for i in matches if i in recent]
+        return found, replace(delivered, after=page[-1]) if more else None
+    # The ranked modes rank every match once, at the first page, and freeze that order: a match
+    # of it comes on its page while it exists, whether it still matches or not.
     if before.rest is None:
-        todo = matches
+        todo = search.match_ids(conn, query, mode)
+        if since is not None:
+            recent = {row[0] for row in conn.execute("SELECT id FROM entities WHERE updated_at >= ?", (since,))}
+            todo = [i for i in todo if i in recent]
     else:   # what no longer exists is gone
-        alive = _existing(conn, before.rest)
+        alive = _existing(conn, before.rest, before.first)
         todo = [i for i in before.rest if i in alive]
     page = todo if limit is None else todo[:limit]
     rest = todo[len(page):]
-    vanished = set(before.promised) - set(rest) - set(page)   # no longer to come: deleted meanwhile
     found, delivered = _page_slice(conn, _load_ids(conn, page, ordered=True), page, before, set(rest).intersection,
-                                   vanished)
+                                   set())
     return found, replace(delivered, rest=tuple(rest)) if rest else None
+
+
+def _now(conn: apsw.Connection) -> str:
+    """The database's clock as entities' ``created_at`` holds it (UTC, milliseconds)."""
+    return cast(str, conn.execute("SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')").fetchall()[0][0])
 
 
 IdTest = Callable[[set[int]], set[int]]
@@ -145,14 +152,16 @@ def page_slice(entities: list[Entity], page: list[int], before: SearchPosition, 
                ids: Callable[[set[str]], dict[str, int]],
                load_names: Callable[[list[str]], list[Entity]],
                load_ids: Callable[[list[int]], list[Entity]]) -> tuple[GraphSlice, SearchPosition]:
-    """The page of the matches ``entities`` (ids ``page``): with the relations touching them
-    whose other end no earlier page sent as a match (such a relation came with that page), and
-    as neighbors the far ends of those relations that neither a later page brings as matches
-    (``later`` takes a set of entity ids and returns those it will) nor an earlier page sent,
-    then the ``due`` ones (promised to this page as matches, not on it: they stopped matching;
-    those deleted meanwhile are gone). ``before``: what the earlier pages sent
-    (:class:`SearchPosition`). Returns the page and ``before`` with this page's matches,
-    neighbors and promises added, and the kept promises taken off.
+    """The page of the matches ``entities`` (ids ``page``, in the same order): with the relations
+    touching them whose other end no earlier page sent as a match (such a relation came with that
+    page), and as neighbors the far ends of those relations that neither a later page brings as
+    matches (``later`` takes a set of entity ids and returns those it will) nor an earlier page
+    sent, then the ``due`` ones (promised to this page as matches, not on it: they stopped
+    matching; ids of entities that still exist as they were). A match an earlier page sent as a
+    neighbor is not sent again, but its relations come with this page as any match's do.
+    ``before``: what the earlier pages sent (:class:`SearchPosition`). Returns the page and
+    ``before`` with this page's matches, neighbors and promises added, and the kept promises
+    taken off.
 
     Backend-neutral: a backend supplies ``touching(names)`` (the relations with an end among the
     names, in creation order), ``ids(names)`` (``{name: entity id}`` of those that are entities),
@@ -173,12 +182,17 @@ def page_slice(entities: list[Entity], page: list[int], before: SearchPosition, 
     late = sorted(due - neighbors - before.neighbors)
     delivered = replace(before, matches=sent | set(page), neighbors=before.neighbors | neighbors | set(late),
                         promised=(before.promised - set(page) - neighbors - due) | coming)
-    return GraphSlice(entities, relations, load_names(far) + load_ids(late)), delivered
+    shown = [entity for entity, i in zip(entities, page, strict=True) if i not in before.neighbors]
+    return GraphSlice(shown, relations, load_names(far) + load_ids(late)), delivered
 
 
-def _existing(conn: apsw.Connection, ids: Iterable[int]) -> set[int]:
+def _existing(conn: apsw.Connection, ids: Iterable[int], first: str) -> set[int]:
+    """Those of ``ids`` whose entities exist and were created by ``first`` (the first page's
+    moment): SQLite gives a new row the id of a deleted one when it was the largest, and that
+    entity is not the one the first page saw (unknown times, '', are older than any)."""
     members, params = bind_members(list(ids))
-    return {row[0] for row in conn.execute(f"SELECT id FROM entities WHERE id IN {members}", params)}
+    return {row[0] for row in conn.execute(f"SELECT id FROM entities WHERE id IN {members} AND created_at <= ?",
+                                           (*params, first))}
 
 
 def _ids(conn: apsw.Connection, names: set[str]) -> dict[str, int]:

@@ -67,41 +67,44 @@ def search_page(graph: PostgresGraph, query: str, mode: Mode, since: str | None,
     Raises:
         InvalidQuery: as :func:`graph_memory.db.search.search`.
     """
-    before = after or SearchPosition()
+    before = after or SearchPosition(first=_now(graph))
     if mode == "substring":
         found = substring_matches(graph, query, None if limit is None else limit + 1, after=before.after, since=since)
-        cut = found if limit is None else found[:limit]
-        more = len(found) > len(cut)
-        last = cut[-1][0] if cut else 0
-        # an entity an earlier page sent as a neighbor that has come to match since is not sent again
-        page = [(i, e) for i, e in cut if i not in before.neighbors]
+        page = found if limit is None else found[:limit]
+        more = len(found) > len(page)
         ids = [i for i, _ in page]
 
         def later(candidates: set[int]) -> set[int]:   # the matches a later page will bring
-            beyond = {i for i in candidates if i > last} if more else set()
-            return substring_among(graph, query, beyond - before.neighbors, since)
+            beyond = {i for i in candidates if i > ids[-1]} if more else set()
+            return substring_among(graph, query, beyond, since)
 
         # a promised match whose turn has come and that is not on this page stopped matching
-        due = {i for i in before.promised if not more or i <= last} - set(ids)
+        due = _existing(graph, {i for i in before.promised if not more or i <= ids[-1]} - set(ids), before.first)
         result, delivered = _page_slice(graph, [e for _, e in page], ids, before, later, due)
-        return result, replace(delivered, after=last) if more else None
-    # The ranked modes rank every match once, at the first page, and freeze that order.
-    matches = match_ids(graph, query, mode)
-    if since is not None:
-        recent = {int(row[0]) for row in graph._rows(
-            "SELECT id FROM entities WHERE id = ANY(%s) AND updated_at >= %s::timestamptz", (matches, since))}
-        matches = [i for i in matches if i in recent]
+        return result, replace(delivered, after=ids[-1]) if more else None
+    # The ranked modes rank every match once, at the first page, and freeze that order: a match
+    # of it comes on its page while it exists, whether it still matches or not.
     if before.rest is None:
-        todo = matches
+        todo = match_ids(graph, query, mode)
+        if since is not None:
+            recent = {int(row[0]) for row in graph._rows(
+                "SELECT id FROM entities WHERE id = ANY(%s) AND updated_at >= %s::timestamptz", (todo, since))}
+            todo = [i for i in todo if i in recent]
     else:   # what no longer exists is gone
-        alive = _existing(graph, before.rest)
+        alive = _existing(graph, before.rest, before.first)
         todo = [i for i in before.rest if i in alive]
     page_ids = todo if limit is None else todo[:limit]
     rest = todo[len(page_ids):]
-    vanished = set(before.promised) - set(rest) - set(page_ids)   # no longer to come: deleted meanwhile
     result, delivered = _page_slice(graph, _load_ids(graph, page_ids, ordered=True), page_ids, before,
-                                    set(rest).intersection, vanished)
+                                    set(rest).intersection, set())
     return result, replace(delivered, rest=tuple(rest)) if rest else None
+
+
+def _now(graph: PostgresGraph) -> str:
+    """The database's clock (UTC, microseconds, as precise as created_at), as the first page's moment."""
+    row = graph._one("SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')", ())
+    assert row is not None
+    return str(row[0])
 
 
 def _page_slice(graph: PostgresGraph, entities: list[Entity], page: list[int], before: SearchPosition,
@@ -112,8 +115,12 @@ def _page_slice(graph: PostgresGraph, entities: list[Entity], page: list[int], b
                       load_ids=lambda ids: _load_ids(graph, ids))
 
 
-def _existing(graph: PostgresGraph, ids: Iterable[int]) -> set[int]:
-    return {int(row[0]) for row in graph._rows("SELECT id FROM entities WHERE id = ANY(%s)", (list(ids),))}
+def _existing(graph: PostgresGraph, ids: Iterable[int], first: str) -> set[int]:
+    """Those of ``ids`` whose entities exist and were created by ``first`` (as on SQLite; identity
+    columns never give an id twice, so this only holds what the SQLite backend must check)."""
+    return {int(row[0]) for row in graph._rows(
+        "SELECT id FROM entities WHERE id = ANY(%s) AND (created_at IS NULL OR created_at <= %s::timestamptz)",
+        (list(ids), first))}
 
 
 def _ids(graph: PostgresGraph, names: set[str]) -> dict[str, int]:
