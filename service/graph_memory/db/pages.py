@@ -111,8 +111,10 @@ def search_page(conn: apsw.Connection, query: str, mode: Mode, since: str | None
             return search.substring_among(conn, query, beyond, since)
 
         # a promised match whose turn has come and that is not on this page stopped matching
-        due = _existing(conn, {i for i in before.promised if not more or i <= page[-1]} - set(page), before.first)
-        found, delivered = _page_slice(conn, _load_ids(conn, page), page, before, later, due)
+        turn = {i for i in before.promised if not more or i <= page[-1]} - set(page)
+        due = _existing(conn, turn, before.first)
+        found, delivered = _page_slice(conn, _load_ids(conn, page), page,
+                                       replace(before, promised=before.promised - turn), later, due)
         return found, replace(delivered, after=page[-1]) if more else None
     # The ranked modes rank every match once, at the first page, and freeze that order: a match
     # of it comes on its page while it exists, whether it still matches or not.
@@ -128,7 +130,8 @@ def search_page(conn: apsw.Connection, query: str, mode: Mode, since: str | None
     rest = todo[len(page):]
     found, delivered = _page_slice(conn, _load_ids(conn, page, ordered=True), page, before, set(rest).intersection,
                                    set())
-    return found, replace(delivered, rest=tuple(rest)) if rest else None
+    # rest holds what is promised (a match of the ranking comes while it exists): nothing to carry
+    return found, replace(delivered, rest=tuple(rest), promised=frozenset()) if rest else None
 
 
 def _now(conn: apsw.Connection) -> str:

@@ -79,8 +79,10 @@ def search_page(graph: PostgresGraph, query: str, mode: Mode, since: str | None,
             return substring_among(graph, query, beyond, since)
 
         # a promised match whose turn has come and that is not on this page stopped matching
-        due = _existing(graph, {i for i in before.promised if not more or i <= ids[-1]} - set(ids), before.first)
-        result, delivered = _page_slice(graph, [e for _, e in page], ids, before, later, due)
+        turn = {i for i in before.promised if not more or i <= ids[-1]} - set(ids)
+        due = _existing(graph, turn, before.first)
+        result, delivered = _page_slice(graph, [e for _, e in page], ids,
+                                        replace(before, promised=before.promised - turn), later, due)
         return result, replace(delivered, after=ids[-1]) if more else None
     # The ranked modes rank every match once, at the first page, and freeze that order: a match
     # of it comes on its page while it exists, whether it still matches or not.
@@ -97,7 +99,8 @@ def search_page(graph: PostgresGraph, query: str, mode: Mode, since: str | None,
     rest = todo[len(page_ids):]
     result, delivered = _page_slice(graph, _load_ids(graph, page_ids, ordered=True), page_ids, before,
                                     set(rest).intersection, set())
-    return result, replace(delivered, rest=tuple(rest)) if rest else None
+    # rest holds what is promised (a match of the ranking comes while it exists): nothing to carry
+    return result, replace(delivered, rest=tuple(rest), promised=frozenset()) if rest else None
 
 
 def _now(graph: PostgresGraph) -> str:
