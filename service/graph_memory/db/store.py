@@ -130,19 +130,22 @@ def _remove_stale_builds(path: Path, *, keep: Path | None = None) -> None:
         log.info("stale_build_removed", path=str(leftover), unchanged_s=round(age))
 
 
-def _move_orphans_aside(path: Path) -> None:
+def _move_orphans_aside(path: Path, *, before: float) -> None:
     """Rename the ``-wal``/``-shm``/``-journal`` of ``path`` when ``path`` itself does not exist
     (a database deleted while a crashed server's log was left): SQLite would replay that log into
-    the database about to take the name, losing it or corrupting it. Kept as
-    ``NAME-wal.orphaned-TIME``, logged (``orphaned_database_files_moved``), never deleted."""
+    the database about to take the name, losing it or corrupting it. Only files last changed
+    before ``before`` (the build's start, as a file time): a database that took the name just
+    after the check has fresh ones, which are its own. Kept as ``NAME-wal.orphaned-TIME``, logged
+    (``orphaned_database_files_moved``), never deleted."""
     if path.exists():
         return
     moved = []
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     for side in side_files(path):
-        if side.exists():
-            side.rename(side.with_name(f"{side.name}.orphaned-{stamp}"))
-            moved.append(str(side))
+        with contextlib.suppress(FileNotFoundError):
+            if side.stat().st_mtime < before:
+                side.rename(side.with_name(f"{side.name}.orphaned-{stamp}"))
+                moved.append(str(side))
     if moved:
         log.warning("orphaned_database_files_moved", database=str(path), files=moved,
                     hint=f"they belonged to a database {path} that no longer exists; renamed *.orphaned-{stamp} "
@@ -159,6 +162,19 @@ class _Signalled(BaseException):
     def __init__(self, signum: int) -> None:
         super().__init__(f"signal {signum}")
         self.signum = signum
+
+
+def _hold(*signums: int) -> set[int] | None:
+    """Block ``signums`` in this thread (where the platform can); returns the mask to restore."""
+    if not hasattr(signal, "pthread_sigmask"):
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, signums)
+
+
+def _release(held: set[int] | None) -> None:
+    """Restore the mask :func:`_hold` returned: a signal that came meanwhile is delivered now."""
+    if held is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 @contextmanager
@@ -298,14 +314,24 @@ class Store:
     def _build(cls, path: Path, busy_timeout_ms: int) -> Iterator[Store]:
         """:meth:`building`'s steps, for a checked absolute ``path``."""
         _prepare_folder(path)
+        # A stopping signal (or Ctrl-C) between the file's creation and the cleanup below taking
+        # charge of it would leave the file: held back until then (delivered there, and raised
+        # inside it).
+        held = _hold(signal.SIGINT, *_STOPPING_SIGNALS)
         try:
-            fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".building", dir=path.parent)
-            os.close(fd)
-        except OSError as exc:
-            raise StoreError(f"cannot create the database in {path.parent}: {exc.strerror or exc}; "
-                             f"choose another location with MEMORY_FILE_PATH") from exc
-        building = Path(name)
+            try:
+                fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".building", dir=path.parent)
+                started = os.fstat(fd).st_mtime   # the build's start on the folder's own clock
+                os.close(fd)
+            except OSError as exc:
+                raise StoreError(f"cannot create the database in {path.parent}: {exc.strerror or exc}; "
+                                 f"choose another location with MEMORY_FILE_PATH") from exc
+            building = Path(name)
+        except BaseException:
+            _release(held)
+            raise
         try:
+            _release(held)
             _remove_stale_builds(path, keep=building)
             # Logs, messages and reports name the database being made (a full disk is that
             # folder's), not the temporary file; nothing reopens the store by its path.
@@ -317,7 +343,7 @@ class Store:
                 store.close()
             try:
                 fsync_file(building)
-                _move_orphans_aside(path)
+                _move_orphans_aside(path, before=started)
                 link_new(building, path)
             except FileExistsError:
                 raise DatabaseAppeared(f"the database {path} was created by another process while this one "
