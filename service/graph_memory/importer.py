@@ -466,12 +466,9 @@ def _import_on_first_start(backend: Backend, legacy_path: Path, progress: Progre
         legacy = stream_memory_file(data, path=str(legacy_path), check=False)
         report = _load(backend, legacy, source=str(legacy_path), progress=progress, first_start=True, record=state)
     except LegacyFormatError as exc:
-        command = graph_memory_command("import", "--skip-invalid", exc.path or "FILE", database=backend.path)
-        what_to_do = (f"Fix that line, or import what can be read with: {command}" if exc.skippable else
-                      "Fix or move that file (MEMORY_FILE_PATH names it, or it lies beside the database)")
         kept = (f"No database was created at {backend.path}" if creating else
                 f"The database {backend.path} was left empty")
-        raise exc.advised(f". {kept} and the legacy file untouched. {what_to_do}") from exc
+        raise _refused_at_start(exc, backend, kept) from exc
     if report is None:
         log.info("legacy_import_skipped", path=str(legacy_path), database=str(backend.path),
                  reason="another process did the first-start import meanwhile")
@@ -497,13 +494,21 @@ def _import_after_lost_build(backend: Backend, legacy_path: Path, progress: Prog
         report = _load(backend, legacy, source=str(legacy_path), progress=progress, record=state,
                        unless_recorded=path)
     except LegacyFormatError as exc:
-        command = graph_memory_command("import", "--skip-invalid", exc.path or "FILE", database=backend.path)
-        raise exc.advised(f". Nothing of it was imported into {backend.path}, created meanwhile by another "
-                          f"process, and the legacy file was left untouched. Fix that line, or import what can "
-                          f"be read with: {command}") from exc
+        kept = f"Nothing of it was imported into {backend.path} (created meanwhile by another process)"
+        raise _refused_at_start(exc, backend, kept) from exc
     if report is not None:
         log_first_start_import(report)
     return report
+
+
+def _refused_at_start(exc: LegacyFormatError, backend: Backend, kept: str) -> LegacyFormatError:
+    """``exc`` (the legacy file a start was to import cannot be read, or has a bad line) with what
+    became of the database (``kept``: a sentence without its full stop) and what to do: fix the
+    line or import what can be read (``import --skip-invalid``), or fix or move the file."""
+    command = graph_memory_command("import", "--skip-invalid", exc.path or "FILE", database=backend.path)
+    what_to_do = (f"Fix that line, or import what can be read with: {command}" if exc.skippable else
+                  "Fix or move that file (MEMORY_FILE_PATH names it, or it lies beside the database)")
+    return exc.advised(f". {kept} and the legacy file untouched. {what_to_do}")
 
 
 def log_first_start_import(report: ImportReport) -> None:

@@ -72,7 +72,8 @@ def python_lower(*args: apsw.SQLiteValue) -> apsw.SQLiteValue:
 
 
 # A database being built (Store.building) is written to all the time; one whose file has not
-# changed for this long was left by a process that was killed, and is removed by the next build.
+# changed for this long was left by a process that was killed, and is removed by the next build
+# of that name or the next read-write open of the database (_remove_stale_builds).
 STALE_BUILD_SECONDS = 600.0
 
 
@@ -289,8 +290,8 @@ class Store:
         removed: ``path`` never existed. A ``-wal``/``-shm``/``-journal`` left at ``path`` by a
         deleted database is renamed aside first (``*.orphaned-TIME``), never replayed into it.
         A process killed outright leaves the temporary file behind (the ``building`` name says
-        what it is; nothing reads it): a later build of ``path`` removes it once it has not
-        changed for :data:`STALE_BUILD_SECONDS`.
+        what it is; nothing reads it): a later build of ``path``, or a read-write open of the
+        database, removes it once it has not changed for :data:`STALE_BUILD_SECONDS`.
 
         Raises:
             DatabaseAppeared: ``path`` was created meanwhile by another process (nothing of the
