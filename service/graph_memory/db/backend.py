@@ -396,11 +396,11 @@ class SqliteGraph:
 
     def read_page(self, since: str | None, after: ReadPosition | None,
                   limit: int | None) -> tuple[GraphSlice, ReadPosition | None]:
-        return pages.read_page(self.conn, since, after, limit)
+        return pages.read_page(pages.SqlitePages(self.conn), since, after, limit)
 
     def search_page(self, query: str, mode: Mode, since: str | None, after: SearchPosition | None,
                     limit: int | None) -> tuple[GraphSlice, SearchPosition | None]:
-        return pages.search_page(self.conn, query, mode, since, after, limit)
+        return pages.search_page(pages.SqlitePages(self.conn), query, mode, since, after, limit)
 
     def with_times(self, result: GraphSlice) -> GraphSlice:
         return graph.with_times(self.conn, result)

@@ -32,13 +32,17 @@ search_nodes
 
 Concatenating the pages (entities, relations and neighbors each in page order) gives the
 unpaged reply's entities in the same order and its relations and neighbors each exactly once.
+
+These rules are written once, here, for every backend (:func:`read_page`, :func:`search_page`):
+a backend supplies its rows through a :class:`PageSource` (SQLite: :class:`SqlitePages` below;
+PostgreSQL: :class:`graph_memory.db.postgres.pages.PostgresPages`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import cast
+from typing import Protocol, cast
 
 import apsw
 
@@ -49,14 +53,75 @@ from graph_memory.paging import ReadPosition, SearchPosition
 
 _RELATION = "id, from_name, to_name, relation_type, weight"
 
-
-def cursor_secret(conn: apsw.Connection) -> bytes:
-    """This database's key for signing cursors (migrations/0006)."""
-    row = conn.execute("SELECT secret FROM cursor_secret WHERE id = 1").fetchone()
-    return bytes(row[0]) if row is not None else b""
+IdTest = Callable[[set[int]], set[int]]
 
 
-def read_page(conn: apsw.Connection, since: str | None, after: ReadPosition | None,
+class PageSource(Protocol):
+    """The rows a backend gives the page rules, inside the one transaction of the call. Entity
+    and relation ids grow in creation order; times are the backend's stored strings/instants."""
+
+    def now(self) -> str:
+        """The database's clock as ``created_at`` holds it (UTC): the first page's moment."""
+        ...
+
+    def entity_ids(self, after: int, since: str | None, limit: int | None) -> list[int]:
+        """Ids over ``after`` in id order (with ``since``: ``updated_at`` at or after it), at most ``limit``."""
+        ...
+
+    def relations(self, after: int, since: str | None, limit: int | None) -> tuple[list[int], list[Relation]]:
+        """Ids and relations over id ``after`` in id order (with ``since``: created or re-weighed at
+        or after it), at most ``limit``."""
+        ...
+
+    def substring_page(self, query: str, after: int, since: str | None,
+                       limit: int | None) -> tuple[list[int], list[Entity], bool]:
+        """The next ``limit`` (None: all) ``substring`` matches over id ``after`` (with ``since``:
+        changed at or after it): their ids, the entities in the same order, whether more follow.
+
+        Raises:
+            InvalidQuery: as :func:`graph_memory.db.search.search`.
+        """
+        ...
+
+    def substring_among(self, query: str, ids: set[int], since: str | None) -> set[int]:
+        """Which of ``ids`` the ``substring`` query matches now (and changed at or after ``since``)."""
+        ...
+
+    def match_ids(self, query: str, mode: Mode) -> list[int]:
+        """Every match of a ranked ``mode``, best first.
+
+        Raises:
+            InvalidQuery: as :func:`graph_memory.db.search.search`.
+        """
+        ...
+
+    def changed(self, ids: list[int], since: str) -> set[int]:
+        """Those of ``ids`` (or more: the caller intersects) whose ``updated_at`` is at or after ``since``."""
+        ...
+
+    def existing(self, ids: Iterable[int], first: str) -> set[int]:
+        """Those of ``ids`` whose entities exist and were created by ``first`` (SQLite gives a new
+        row the id of a deleted one when it was the largest: that entity is not the one seen)."""
+        ...
+
+    def touching(self, names: list[str]) -> list[Relation]:
+        """The relations with an end among ``names``, in creation order."""
+        ...
+
+    def ids(self, names: set[str]) -> dict[str, int]:
+        """``{name: entity id}`` of those of ``names`` that are entities."""
+        ...
+
+    def load_names(self, names: list[str]) -> list[Entity]:
+        """Those entities, with observations, in the order given (unknown names skipped)."""
+        ...
+
+    def load_ids(self, ids: list[int], *, ordered: bool = False) -> list[Entity]:
+        """The entities ``ids`` with observations: in id order, or with ``ordered`` in the order of ``ids``."""
+        ...
+
+
+def read_page(source: PageSource, since: str | None, after: ReadPosition | None,
               limit: int | None) -> tuple[GraphSlice, ReadPosition | None]:
     """One page of read_graph (everything left when ``limit`` is None) and where the next starts
     (None: this was the last)."""
@@ -64,32 +129,22 @@ def read_page(conn: apsw.Connection, since: str | None, after: ReadPosition | No
     room = limit
     entities: list[Entity] = []
     if position.phase == "entities":
-        changed = " AND updated_at >= ?" if since is not None else ""
-        params: tuple[object, ...] = (position.last_id, *((since,) if since is not None else ()))
-        ids = [row[0] for row in conn.execute(
-            f"SELECT id FROM entities WHERE id > ?{changed} ORDER BY id"
-            f"{'' if room is None else ' LIMIT ' + str(int(room) + 1)}", params)]
+        ids = source.entity_ids(position.last_id, since, None if room is None else room + 1)
         if room is not None and len(ids) > room:
             ids = ids[:room]
-            return GraphSlice(_load_ids(conn, ids), [], []), ReadPosition("entities", ids[-1])
-        entities = _load_ids(conn, ids)
+            return GraphSlice(source.load_ids(ids), [], []), ReadPosition("entities", ids[-1])
+        entities = source.load_ids(ids)
         if room is not None:
             room -= len(ids)
         position = ReadPosition("relations", 0)
-    changed = " AND coalesce(updated_at, created_at) >= ?" if since is not None else ""
-    params = (position.last_id, *((since,) if since is not None else ()))
-    rows = cast(list[tuple[int, str, str, str, float]], conn.execute(
-        f"SELECT {_RELATION} FROM relations WHERE id > ?{changed} ORDER BY id"
-        f"{'' if room is None else ' LIMIT ' + str(int(room) + 1)}", params).fetchall())
-    more = room is not None and len(rows) > room
-    if more:
-        rows = rows[:room]
-    relations = relations_from_rows(row[1:] for row in rows)
-    following = ReadPosition("relations", rows[-1][0] if rows else position.last_id) if more else None
-    return GraphSlice(entities, relations, []), following
+    ids, relations = source.relations(position.last_id, since, None if room is None else room + 1)
+    if room is None or len(ids) <= room:
+        return GraphSlice(entities, relations, []), None
+    last = ids[room - 1] if room else position.last_id
+    return GraphSlice(entities, relations[:room], []), ReadPosition("relations", last)
 
 
-def search_page(conn: apsw.Connection, query: str, mode: Mode, since: str | None, after: SearchPosition | None,
+def search_page(source: PageSource, query: str, mode: Mode, since: str | None, after: SearchPosition | None,
                 limit: int | None) -> tuple[GraphSlice, SearchPosition | None]:
     """One page of search_nodes (every match left when ``limit`` is None) and where the next
     starts (None: this was the last).
@@ -97,64 +152,42 @@ def search_page(conn: apsw.Connection, query: str, mode: Mode, since: str | None
     Raises:
         InvalidQuery: as :func:`graph_memory.db.search.search`.
     """
-    before = after or SearchPosition(first=_now(conn))
+    before = after or SearchPosition(first=source.now())
     if mode == "substring":
-        # Keyed on rowid: the page's matches come from the index with LIMIT, and only the ends
+        # Keyed on the id: the page's matches come from the index with LIMIT, and only the ends
         # of its relations are checked against the query, never every match.
-        ids = search.substring_ids(conn, query, after=before.after, limit=None if limit is None else limit + 1,
-                                   since=since)
-        page = ids if limit is None else ids[:limit]
-        more = len(ids) > len(page)
+        page, entities, more = source.substring_page(query, before.after, since, limit)
 
         def later(candidates: set[int]) -> set[int]:   # the matches a later page will bring
             beyond = {i for i in candidates if i > page[-1]} if more else set()
-            return search.substring_among(conn, query, beyond, since)
+            return source.substring_among(query, beyond, since)
 
         # a promised match whose turn has come and that is not on this page stopped matching
         turn = {i for i in before.promised if not more or i <= page[-1]} - set(page)
-        due = _existing(conn, turn, before.first)
-        found, delivered = _page_slice(conn, _load_ids(conn, page), page,
-                                       replace(before, promised=before.promised - turn), later, due)
+        due = source.existing(turn, before.first)
+        found, delivered = page_slice(source, entities, page, replace(before, promised=before.promised - turn),
+                                      later, due)
         return found, replace(delivered, after=page[-1]) if more else None
     # The ranked modes rank every match once, at the first page, and freeze that order: a match
     # of it comes on its page while it exists, whether it still matches or not.
     if before.rest is None:
-        todo = search.match_ids(conn, query, mode)
+        todo = source.match_ids(query, mode)
         if since is not None:
-            recent = {row[0] for row in conn.execute("SELECT id FROM entities WHERE updated_at >= ?", (since,))}
+            recent = source.changed(todo, since)
             todo = [i for i in todo if i in recent]
     else:   # what no longer exists is gone
-        alive = _existing(conn, before.rest, before.first)
+        alive = source.existing(before.rest, before.first)
         todo = [i for i in before.rest if i in alive]
     page = todo if limit is None else todo[:limit]
     rest = todo[len(page):]
-    found, delivered = _page_slice(conn, _load_ids(conn, page, ordered=True), page, before, set(rest).intersection,
-                                   set())
+    found, delivered = page_slice(source, source.load_ids(page, ordered=True), page, before,
+                                  set(rest).intersection, set())
     # rest holds what is promised (a match of the ranking comes while it exists): nothing to carry
     return found, replace(delivered, rest=tuple(rest), promised=frozenset()) if rest else None
 
 
-def _now(conn: apsw.Connection) -> str:
-    """The database's clock as entities' ``created_at`` holds it (UTC, milliseconds)."""
-    return cast(str, conn.execute("SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')").fetchall()[0][0])
-
-
-IdTest = Callable[[set[int]], set[int]]
-
-
-def _page_slice(conn: apsw.Connection, entities: list[Entity], page: list[int], before: SearchPosition,
-                later: IdTest, due: set[int]) -> tuple[GraphSlice, SearchPosition]:
-    """:func:`page_slice` on SQLite."""
-    return page_slice(entities, page, before, later, due, touching=lambda names: relations_touching(conn, names),
-                      ids=lambda names: _ids(conn, names), load_names=lambda names: _load_names(conn, names),
-                      load_ids=lambda ids: _load_ids(conn, ids))
-
-
-def page_slice(entities: list[Entity], page: list[int], before: SearchPosition, later: IdTest, due: set[int], *,
-               touching: Callable[[list[str]], list[Relation]],
-               ids: Callable[[set[str]], dict[str, int]],
-               load_names: Callable[[list[str]], list[Entity]],
-               load_ids: Callable[[list[int]], list[Entity]]) -> tuple[GraphSlice, SearchPosition]:
+def page_slice(source: PageSource, entities: list[Entity], page: list[int], before: SearchPosition, later: IdTest,
+               due: set[int]) -> tuple[GraphSlice, SearchPosition]:
     """The page of the matches ``entities`` (ids ``page``, in the same order): with the relations
     touching them whose other end no earlier page sent as a match (such a relation came with that
     page), and as neighbors the far ends of those relations that neither a later page brings as
@@ -165,16 +198,11 @@ def page_slice(entities: list[Entity], page: list[int], before: SearchPosition, 
     ``before``: what the earlier pages sent (:class:`SearchPosition`). Returns the page and
     ``before`` with this page's matches, neighbors and promises added, and the kept promises
     taken off.
-
-    Backend-neutral: a backend supplies ``touching(names)`` (the relations with an end among the
-    names, in creation order), ``ids(names)`` (``{name: entity id}`` of those that are entities),
-    ``load_names(names)`` (those entities, with observations, in the order given) and
-    ``load_ids(ids)`` (the same by id, in id order).
     """
     names = [e.name for e in entities]
     inside = set(names)
-    near = touching(names)
-    id_of = ids({n for r in near for n in (r.source, r.target) if n not in inside})
+    near = source.touching(names)
+    id_of = source.ids({n for r in near for n in (r.source, r.target) if n not in inside})
     sent = before.matches
     relations = [r for r in near if id_of.get(r.source) not in sent and id_of.get(r.target) not in sent]
     ends = {n: id_of[n] for r in relations for n in (r.source, r.target) if n not in inside and n in id_of}
@@ -186,42 +214,89 @@ def page_slice(entities: list[Entity], page: list[int], before: SearchPosition, 
     delivered = replace(before, matches=sent | set(page), neighbors=before.neighbors | neighbors | set(late),
                         promised=(before.promised - set(page) - neighbors - due) | coming)
     shown = [entity for entity, i in zip(entities, page, strict=True) if i not in before.neighbors]
-    return GraphSlice(shown, relations, load_names(far) + load_ids(late)), delivered
+    return GraphSlice(shown, relations, source.load_names(far) + source.load_ids(late)), delivered
 
 
-def _existing(conn: apsw.Connection, ids: Iterable[int], first: str) -> set[int]:
-    """Those of ``ids`` whose entities exist and were created by ``first`` (the first page's
-    moment): SQLite gives a new row the id of a deleted one when it was the largest, and that
-    entity is not the one the first page saw (unknown times, '', are older than any)."""
-    members, params = bind_members(list(ids))
-    return {row[0] for row in conn.execute(f"SELECT id FROM entities WHERE id IN {members} AND created_at <= ?",
-                                           (*params, first))}
+def cursor_secret(conn: apsw.Connection) -> bytes:
+    """This database's key for signing cursors (migrations/0006)."""
+    row = conn.execute("SELECT secret FROM cursor_secret WHERE id = 1").fetchone()
+    return bytes(row[0]) if row is not None else b""
 
 
-def _ids(conn: apsw.Connection, names: set[str]) -> dict[str, int]:
-    """``{name: id}`` of the names that are entities."""
-    if not names:
-        return {}
-    members, params = bind_members(list(names))
-    return dict(conn.execute(f"SELECT name, id FROM entities WHERE name IN {members}", params))
+class SqlitePages:
+    """The :class:`PageSource` of a SQLite connection."""
+
+    def __init__(self, conn: apsw.Connection) -> None:
+        self.conn = conn
+
+    def now(self) -> str:
+        return cast(str, self.conn.execute("SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')").fetchall()[0][0])
+
+    def entity_ids(self, after: int, since: str | None, limit: int | None) -> list[int]:
+        changed = " AND updated_at >= ?" if since is not None else ""
+        return [row[0] for row in self.conn.execute(
+            f"SELECT id FROM entities WHERE id > ?{changed} ORDER BY id{_limit(limit)}", _after(after, since))]
+
+    def relations(self, after: int, since: str | None, limit: int | None) -> tuple[list[int], list[Relation]]:
+        changed = " AND coalesce(updated_at, created_at) >= ?" if since is not None else ""
+        rows = cast(list[tuple[int, str, str, str, float]], self.conn.execute(
+            f"SELECT {_RELATION} FROM relations WHERE id > ?{changed} ORDER BY id{_limit(limit)}",
+            _after(after, since)).fetchall())
+        return [row[0] for row in rows], relations_from_rows(row[1:] for row in rows)
+
+    def substring_page(self, query: str, after: int, since: str | None,
+                       limit: int | None) -> tuple[list[int], list[Entity], bool]:
+        ids = search.substring_ids(self.conn, query, after=after, limit=None if limit is None else limit + 1,
+                                   since=since)
+        page = ids if limit is None else ids[:limit]
+        return page, self.load_ids(page), len(ids) > len(page)
+
+    def substring_among(self, query: str, ids: set[int], since: str | None) -> set[int]:
+        return search.substring_among(self.conn, query, ids, since)
+
+    def match_ids(self, query: str, mode: Mode) -> list[int]:
+        return search.match_ids(self.conn, query, mode)
+
+    def changed(self, ids: list[int], since: str) -> set[int]:
+        # every recent entity: one indexed range, cheaper than binding thousands of ids
+        return {row[0] for row in self.conn.execute("SELECT id FROM entities WHERE updated_at >= ?", (since,))}
+
+    def existing(self, ids: Iterable[int], first: str) -> set[int]:
+        # unknown creation times ('') are older than any moment
+        members, params = bind_members(list(ids))
+        return {row[0] for row in self.conn.execute(
+            f"SELECT id FROM entities WHERE id IN {members} AND created_at <= ?", (*params, first))}
+
+    def touching(self, names: list[str]) -> list[Relation]:
+        return relations_touching(self.conn, names)
+
+    def ids(self, names: set[str]) -> dict[str, int]:
+        if not names:
+            return {}
+        members, params = bind_members(list(names))
+        return dict(self.conn.execute(f"SELECT name, id FROM entities WHERE name IN {members}", params))
+
+    def load_ids(self, ids: list[int], *, ordered: bool = False) -> list[Entity]:
+        if not ids:
+            return []
+        members, params = bind_members(ids)
+        entities = load_entities(self.conn, f"WHERE e.id IN {members}", params)
+        if not ordered:
+            return entities
+        by_name = {e.name: e for e in entities}
+        names = dict(self.conn.execute(f"SELECT id, name FROM entities WHERE id IN {members}", params))
+        return [by_name[names[i]] for i in ids if i in names]
+
+    def load_names(self, names: list[str]) -> list[Entity]:
+        if not names:
+            return []
+        members, params = bind_members(names)
+        return load_entities(self.conn, f"WHERE e.name IN {members}", params)
 
 
-def _load_ids(conn: apsw.Connection, ids: list[int], *, ordered: bool = False) -> list[Entity]:
-    """The entities ``ids`` with their observations: in rowid order, or with ``ordered`` in the
-    order of ``ids``."""
-    if not ids:
-        return []
-    members, params = bind_members(ids)
-    entities = load_entities(conn, f"WHERE e.id IN {members}", params)
-    if not ordered:
-        return entities
-    by_name = {e.name: e for e in entities}
-    names = dict(conn.execute(f"SELECT id, name FROM entities WHERE id IN {members}", params))
-    return [by_name[names[i]] for i in ids if i in names]
+def _limit(limit: int | None) -> str:
+    return "" if limit is None else f" LIMIT {int(limit):d}"
 
 
-def _load_names(conn: apsw.Connection, names: list[str]) -> list[Entity]:
-    if not names:
-        return []
-    members, params = bind_members(names)
-    return load_entities(conn, f"WHERE e.name IN {members}", params)
+def _after(after: int, since: str | None) -> tuple[object, ...]:
+    return (after,) if since is None else (after, since)

@@ -730,15 +730,17 @@ class PostgresGraph:
 
     def read_page(self, since: str | None, after: ReadPosition | None,
                   limit: int | None) -> tuple[GraphSlice, ReadPosition | None]:
-        from graph_memory.db.postgres import pages
+        from graph_memory.db import pages
+        from graph_memory.db.postgres.pages import PostgresPages
 
-        return pages.read_page(self, since, after, limit)
+        return pages.read_page(PostgresPages(self), since, after, limit)
 
     def search_page(self, query: str, mode: Mode, since: str | None, after: SearchPosition | None,
                     limit: int | None) -> tuple[GraphSlice, SearchPosition | None]:
-        from graph_memory.db.postgres import pages
+        from graph_memory.db import pages
+        from graph_memory.db.postgres.pages import PostgresPages
 
-        return pages.search_page(self, query, mode, since, after, limit)
+        return pages.search_page(PostgresPages(self), query, mode, since, after, limit)
 
     def cursor_secret(self) -> bytes:
         row = self._one("SELECT secret FROM cursor_secret WHERE id = 1")
