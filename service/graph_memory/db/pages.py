@@ -1,11 +1,11 @@
-"""Pages and ``since`` for read_graph and search_nodes (SQLite).
+"""Pages and ``since`` for read_graph and search_nodes: the rules, for every backend, and SQLite's rows.
 
 Pages are cut on stable keys, never offsets (positions: :mod:`graph_memory.paging`), so a row
 committed before the first page is neither skipped nor repeated, whatever is written between
 pages; rows written later may or may not appear.
 
 read_graph
-    Entities in rowid order, then relations in rowid order; ``limit`` counts both (a page holds
+    Entities in id (creation) order, then relations in id order; ``limit`` counts both (a page holds
     at most ``limit`` entities and relations together). ``neighbors`` is always empty. With
     ``since``: the entities whose ``updated_at`` (created, or an observation added, edited or
     removed) is at or after it, and the relations created or re-weighed at or after it.
@@ -13,7 +13,7 @@ search_nodes
     ``limit`` counts matched entities, as it always has. Each page holds its matches, the
     relations touching them that no earlier page held (a relation between two matches comes with
     the earlier one), and the neighbors (far ends that match nothing) no earlier page held.
-    ``substring`` pages in rowid order keyed on the last entity id; the ranked modes rank once, at
+    ``substring`` pages in id order keyed on the last entity id; the ranked modes rank once, at
     the first page, and the cursor carries the ids still to come in that order (about 2 characters
     per match), so a later write cannot reorder, skip or repeat them. With ``since``, only
     matches changed at or after it count. What "an earlier page held" means is what it sent: the
