@@ -8,10 +8,10 @@ as SQLite stores them.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from graph_memory.db.explore import Change, EntityPage, Neighborhood, Observation, walk_neighborhood
-from graph_memory.db.postgres.graph import stored_time
+from graph_memory.db.postgres.graph import relations_of, stored_time
 from graph_memory.db.postgres.text import decode, key
 from graph_memory.models import Relation
 
@@ -28,10 +28,6 @@ def _cap(cap: int | None) -> int | None:
 
 def _time(column: str) -> str:
     return f"coalesce({stored_time(column)}, '')"
-
-
-def _relation(row: tuple[Any, ...]) -> Relation:
-    return Relation(decode(row[0]), decode(row[1]), decode(row[2]), float(row[3]))
 
 
 def neighborhood(graph: PostgresGraph, names: list[str], hops: int, max_entities: int | None) -> Neighborhood:
@@ -58,8 +54,8 @@ def _relations_among(graph: PostgresGraph, names: list[str]) -> list[Relation]:
     if not names:
         return []
     keys = [key(n) for n in names]
-    return [_relation(row) for row in graph._rows(
-        f"SELECT {_RELATION} FROM relations WHERE from_key = ANY(%s) AND to_key = ANY(%s) ORDER BY id", (keys, keys))]
+    return relations_of(graph._rows(
+        f"SELECT {_RELATION} FROM relations WHERE from_key = ANY(%s) AND to_key = ANY(%s) ORDER BY id", (keys, keys)))
 
 
 def _degree(graph: PostgresGraph, name: str) -> int:
@@ -87,12 +83,12 @@ def entity_page(graph: PostgresGraph, name: str, max_items: int) -> EntityPage |
     observations = [Observation(decode(c), created, updated) for c, created, updated in graph._rows(
         f"SELECT content, {_time('created_at')}, {_time('updated_at')} FROM observations WHERE entity_id = %s "
         f"ORDER BY id LIMIT %s", (entity_id, cap))]
-    outgoing = [_relation(row) for row in graph._rows(
+    outgoing = relations_of(graph._rows(
         f"SELECT {_RELATION} FROM relations WHERE from_key = %s ORDER BY to_name, relation_type LIMIT %s",
-        (key(name), cap))]
-    incoming = [_relation(row) for row in graph._rows(
+        (key(name), cap)))
+    incoming = relations_of(graph._rows(
         f"SELECT {_RELATION} FROM relations WHERE to_key = %s ORDER BY from_name, relation_type LIMIT %s",
-        (key(name), cap))]
+        (key(name), cap)))
 
     def count(sql: str, value: object) -> int:
         row = graph._one(sql, (value,))

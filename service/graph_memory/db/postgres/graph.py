@@ -57,6 +57,7 @@ from graph_memory.models import (
     Times,
     UpdatedObservations,
     WeightChange,
+    relations_from_rows,
 )
 from graph_memory.paging import ReadPosition, SearchPosition
 
@@ -90,6 +91,12 @@ def stored_time(column: str) -> str:
 
 def _relation(row: Sequence[Any]) -> Relation:
     return Relation(decode(row[0]), decode(row[1]), decode(row[2]), float(row[3]))
+
+
+def relations_of(rows: Iterable[Sequence[Any]]) -> list[Relation]:
+    """The relations of ``(from, to, type, weight)`` rows, decoded (built as
+    :func:`~graph_memory.models.relations_from_rows` builds SQLite's: no per-object ``__init__``)."""
+    return relations_from_rows((decode(r[0]), decode(r[1]), decode(r[2]), float(r[3])) for r in rows)
 
 
 # Up to this many name keys, the reads of a slice run on their generic plans (_generic_plans).
@@ -179,7 +186,7 @@ class PostgresGraph:
         keys = [key(n) for n in names]
         rows = self._rows(f"SELECT {_RELATION_COLUMNS} FROM relations WHERE from_key = ANY(%s) OR to_key = ANY(%s) "
                           f"ORDER BY id", (keys, keys))
-        return [_relation(r) for r in rows]
+        return relations_of(rows)
 
     def slice(self, entities: list[Entity]) -> GraphSlice:
         """Entities plus the relations touching them and the neighbors those relations reach.
@@ -194,7 +201,7 @@ class PostgresGraph:
             # The far ends of those relations that are entities, in id order (the unique() of
             # the relations' ends, read in one query).
             neighbors = self.conn.execute(_NEIGHBORS.format(touching=_TOUCHING), {"keys": keys})
-        return GraphSlice(entities, [_relation(r) for r in relations.fetchall()],
+        return GraphSlice(entities, relations_of(relations.fetchall()),
                           self._with_observations(neighbors.fetchall()))
 
     def open_nodes(self, names: Sequence[str]) -> GraphSlice:
@@ -211,7 +218,7 @@ class PostgresGraph:
             touching = _TOUCHING.replace("%(keys)s", found)
             relations = self.conn.execute(touching, {"keys": keys})
             neighbors = self.conn.execute(_NEIGHBORS.format(touching=touching), {"keys": keys})
-        return GraphSlice(self._with_observations(named.fetchall()), [_relation(r) for r in relations.fetchall()],
+        return GraphSlice(self._with_observations(named.fetchall()), relations_of(relations.fetchall()),
                           self._with_observations(neighbors.fetchall()))
 
     def read_graph(self) -> GraphSlice:
@@ -219,7 +226,7 @@ class PostgresGraph:
         by_id = {int(row[0]): Entity(decode(row[1]), decode(row[2]), []) for row in heads}
         for entity_id, content in self._rows("SELECT entity_id, content FROM observations ORDER BY id"):
             by_id[entity_id].observations.append(decode(content))
-        relations = [_relation(r) for r in self._rows(f"SELECT {_RELATION_COLUMNS} FROM relations ORDER BY id")]
+        relations = relations_of(self._rows(f"SELECT {_RELATION_COLUMNS} FROM relations ORDER BY id"))
         return GraphSlice(list(by_id.values()), relations, [])
 
     def search(self, query: str, mode: Mode, limit: int | None) -> GraphSlice:
@@ -570,7 +577,7 @@ class PostgresGraph:
     def relations_from(self, source: str, relation_type: str) -> list[Relation]:
         rows = self._rows(f"SELECT {_RELATION_COLUMNS} FROM relations WHERE from_key = %s AND relation_type = %s "
                           f"ORDER BY id", (key(source), encode(relation_type)))
-        return [_relation(r) for r in rows]
+        return relations_of(rows)
 
     # -- the MemoryMesh profile and materialized inverses (SQLite: migrations 0007) --------------
 

@@ -10,14 +10,11 @@ are never selected.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
+from graph_memory.db.postgres.graph import PostgresGraph, relations_of
 from graph_memory.db.postgres.search import match_ids, substring_among, substring_matches
 from graph_memory.db.postgres.text import decode, key
 from graph_memory.models import Entity, Mode, Relation
-
-if TYPE_CHECKING:
-    from graph_memory.db.postgres.graph import PostgresGraph
 
 _RELATION = "id, from_name, to_name, relation_type, weight"
 
@@ -52,8 +49,7 @@ class PostgresPages:
         changed = " AND coalesce(updated_at, created_at) >= %s::timestamptz" if since is not None else ""
         rows = self.graph._rows(f"SELECT {_RELATION} FROM relations WHERE id > %s{changed} ORDER BY id{_limit(limit)}",
                                 _after(after, since))
-        return ([int(r[0]) for r in rows],
-                [Relation(decode(r[1]), decode(r[2]), decode(r[3]), float(r[4])) for r in rows])
+        return [int(r[0]) for r in rows], relations_of(r[1:] for r in rows)
 
     def substring_page(self, query: str, after: int, since: str | None,
                        limit: int | None) -> tuple[list[int], list[Entity], bool]:
