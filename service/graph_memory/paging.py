@@ -45,18 +45,17 @@ class ReadPosition:
 
 @dataclass(frozen=True, slots=True)
 class SearchPosition:
-    """Where a search_nodes page stopped. ``substring`` pages in rowid order: the next page starts
-    after entity id ``after``. The ranked modes freeze the order of the first page's search:
-    ``rest`` holds the ids of the matches still to come, best first. ``matches`` and ``neighbors``
-    are the ids the earlier pages delivered as each: what a later page leaves out is decided by
-    what was sent, not by what the graph holds now (a write between pages can make an entity
-    match, or stop matching). ``promised``: far ends of relations already sent that were left
-    for a later page as matches; one that no longer matches when its page comes is sent there
-    as a neighbor. ``first``: the first page's moment (the database's clock, as ``created_at``):
-    an entity created after it is not one the first page could see, even with a seen id."""
+    """Where a search_nodes page stopped. ``substring`` pages in id order: the next page starts
+    after entity id ``after``. The ranked modes rank again for each page and skip what was
+    sent. ``matches`` and ``neighbors`` are the ids the earlier pages delivered as each: what a
+    later page leaves out is decided by what was sent, not by what the graph holds now (a write
+    between pages can make an entity match, or stop matching). ``promised``: far ends of
+    relations already sent that were left for a later page as matches; one that no longer
+    matches when its page comes is sent there as a neighbor. ``first``: the first page's moment
+    (the database's clock, as ``created_at``): an entity created after it is not one the first
+    page could see, even with a seen id."""
 
     after: int = 0
-    rest: tuple[int, ...] | None = None
     matches: frozenset[int] = frozenset()
     neighbors: frozenset[int] = frozenset()
     promised: frozenset[int] = frozenset()
@@ -77,8 +76,6 @@ def encode_cursor(secret: bytes, bound: str, position: ReadPosition | SearchPosi
         data = {"b": bound, "a": position.after, "m": _deltas(sorted(position.matches)),
                 "n": _deltas(sorted(position.neighbors)), "l": _deltas(sorted(position.promised)),
                 "t": position.first}
-        if position.rest is not None:   # deltas keep a frozen ranking short after compression
-            data["r"] = _deltas(position.rest)
     body = zlib.compress(json.dumps(data, separators=(",", ":")).encode(), 9)
     mac = hmac.new(secret, body, hashlib.sha256).digest()[:_MAC]
     return base64.urlsafe_b64encode(bytes([CURSOR_FORMAT]) + _tag(secret) + mac + body).decode().rstrip("=")
@@ -113,8 +110,9 @@ def decode_cursor(secret: bytes, bound: str, cursor: str) -> ReadPosition | Sear
                             f"returned it (the same tool, query, mode and since), or {_START_OVER}")
     if "p" in data:
         return ReadPosition("entities" if data["p"] == "e" else "relations", int(data["i"]))
-    rest = tuple(_sums(data["r"])) if "r" in data else None
-    return SearchPosition(int(data["a"]), rest, frozenset(_sums(data["m"])), frozenset(_sums(data["n"])),
+    # A ranked cursor of an earlier version also held the ranking still to come ("r"): every
+    # page ranks again now, and what it sent ("m") is all a page needs.
+    return SearchPosition(int(data["a"]), frozenset(_sums(data["m"])), frozenset(_sums(data["n"])),
                           frozenset(_sums(data["l"])), str(data["t"]))
 
 

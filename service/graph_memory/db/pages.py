@@ -13,19 +13,20 @@ search_nodes
     ``limit`` counts matched entities, as it always has. Each page holds its matches, the
     relations touching them that no earlier page held (a relation between two matches comes with
     the earlier one), and the neighbors (far ends that match nothing) no earlier page held.
-    ``substring`` pages in id order keyed on the last entity id; the ranked modes rank once, at
-    the first page, and the cursor carries the ids still to come in that order (about 2 characters
-    per match), so a later write cannot reorder, skip or repeat them. With ``since``, only
+    ``substring`` pages in id order keyed on the last entity id; the ranked modes rank every
+    match again for each page and send the best ones that no earlier page sent as matches (the
+    cursor never carries the ranking: a broad query's order took over 100,000 characters), so a
+    page costs as much as the first and its cursor grows only with what was sent. With ``since``, only
     matches changed at or after it count. What "an earlier page held" means is what it sent: the
     cursor carries the ids sent as matches and as neighbors, and those a page left for a later
     one as matches (:class:`~graph_memory.paging.SearchPosition`), so a write between pages that
     makes an entity match or stop matching, or adds or removes a relation, makes no page skip
     or repeat a relation or neighbor that existed before the first page. An entity sent as a
     neighbor that comes to match later is not sent again, but its relations come with its page.
-    The ranked modes keep the first page's matches: each comes on its page while it exists,
-    matching or not. ``substring`` pages follow the graph as it is: a match that stops matching
-    before its page is left out with the relations only it brought, unless an earlier page sent
-    a relation to it (then it comes with its page as a neighbor). SQLite gives a new entity the
+    Every mode's pages follow the graph as it is: a match that stops matching before its page is
+    left out with the relations only it brought, unless an earlier page sent a relation to it
+    (then it comes as a neighbor); a write between pages may change the ranked order of what is
+    still to come, never what was sent. SQLite gives a new entity the
     id of a deleted one when that was the largest: an id seen by an earlier page names an entity
     created after the first page then, which is told by its ``created_at`` and never taken for
     the one that was seen.
@@ -168,22 +169,22 @@ def search_page(source: PageSource, query: str, mode: Mode, since: str | None, a
         found, delivered = page_slice(source, entities, page, replace(before, promised=before.promised - turn),
                                       later, due)
         return found, replace(delivered, after=page[-1]) if more else None
-    # The ranked modes rank every match once, at the first page, and freeze that order: a match
-    # of it comes on its page while it exists, whether it still matches or not.
-    if before.rest is None:
-        todo = source.match_ids(query, mode)
-        if since is not None:
-            recent = source.changed(todo, since)
-            todo = [i for i in todo if i in recent]
-    else:   # what no longer exists is gone
-        alive = source.existing(before.rest, before.first)
-        todo = [i for i in before.rest if i in alive]
-    page = todo if limit is None else todo[:limit]
-    rest = todo[len(page):]
-    found, delivered = page_slice(source, source.load_ids(page, ordered=True), page, before,
-                                  set(rest).intersection, set())
-    # rest holds what is promised (a match of the ranking comes while it exists): nothing to carry
-    return found, replace(delivered, rest=tuple(rest), promised=frozenset()) if rest else None
+    # The ranked modes rank the matches again for every page and send the best ones no earlier
+    # page sent: a cursor carries what was sent, never the ranking (the order of a broad query's
+    # tens of thousands of matches made cursors of over 100,000 characters).
+    todo = source.match_ids(query, mode)
+    if since is not None:
+        recent = source.changed(todo, since)
+        todo = [i for i in todo if i in recent]
+    remaining = [i for i in todo if i not in before.matches]
+    page = remaining if limit is None else remaining[:limit]
+    rest = remaining[len(page):]
+    # a far end left for a later page as a match that no longer matches: sent now, as a neighbor
+    gone = before.promised - set(remaining)
+    due = source.existing(gone, before.first)
+    found, delivered = page_slice(source, source.load_ids(page, ordered=True), page,
+                                  replace(before, promised=before.promised - gone), set(rest).intersection, due)
+    return found, delivered if rest else None
 
 
 def page_slice(source: PageSource, entities: list[Entity], page: list[int], before: SearchPosition, later: IdTest,
