@@ -691,3 +691,22 @@ async def test_pages_with_since_together_are_the_unpaged_reply_with_since(client
             assert [r["from"] for r in whole["relations"]] == ["E03"]
         else:
             same_reply(joined(parts), whole)
+
+
+@pytest.mark.parametrize("text", [
+    'she said "tea, not \\"coffee\\"" <b>&amp;</b>', "\x1b[31mred\x1b[0m \x00\x01\x02\x0f tabs\tand\nlines",
+    "line\u2028separator \U0001f375 \\\\ backslashes \\\\", "plain text"])
+async def test_reply_size_estimate_counts_what_json_escapes(memory: Any, client: Any, text: str) -> None:
+    """Quotes, backslashes and control characters take more bytes escaped, twice over in the text
+    item (found by QA: such text was estimated up to 2.6 times too small, so a reply could pass
+    the estimate and be refused without a page size, or go out over the bound on HTTP)."""
+    from graph_memory.service import reply_bytes
+
+    await call(client, "create_entities", {"entities": [
+        {"name": f"Q{i}", "entityType": "t", "observations": [text * (1 + i % 4), f"{text} {i}"]} for i in range(40)]})
+    await call(client, "create_relations", {"relations": [
+        {"from": f"Q{i}", "to": f"Q{(i + 1) % 40}", "relationType": text[:12]} for i in range(40)]})
+    for view in ("full", "summary"):
+        for result in (memory.read_graph(), memory.search_nodes("q", limit=7)):
+            actual = _message_bytes(result.shaped(view, False))
+            assert abs(reply_bytes(result, view, False) - actual) <= actual / 10, (view, actual)

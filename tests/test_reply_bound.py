@@ -17,7 +17,7 @@ from tests.helpers import call, call_error
 from graph_memory.db.backend import Backend
 from graph_memory.mcp.bounds import message_bytes
 from graph_memory.mcp.server import GRAPH_URI, build_server
-from graph_memory.models import Entity
+from graph_memory.models import Entity, Relation
 from graph_memory.service import Limits, MemoryService
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
@@ -146,8 +146,9 @@ async def test_one_entity_too_large_to_open_is_refused_saying_what_works(
         bounded: MemoryService, bounded_client: Any) -> None:
     bounded.create_entities([Entity("Big", "thing", [f"fact {i} " + "z" * 40 for i in range(100)])])
     message = await call_error(bounded_client, "open_nodes", {"names": ["Big"]})
-    assert "This entity alone" in message and "read_graph" in message and "view 'summary'" in message
-    assert "Open fewer names" not in message
+    # read_graph's pages cannot help either: the entity is over the bound on its own
+    assert "Big alone is over the bound" in message and "MEMORY_MAX_REPLY_BYTES" in message
+    assert "view 'summary'" in message and "Open fewer names" not in message
     summary = await call(bounded_client, "open_nodes", {"names": ["Big"], "view": "summary"})
     assert summary["entities"][0]["observationCount"] == 100
 
@@ -177,7 +178,7 @@ async def test_the_suggested_page_size_fits_a_page_of_the_largest_entities(
     bounded.create_entities([Entity(f"S{i:02d}", "t", ["s"]) for i in range(40)]
                             + [Entity(f"L{i}", "t", ["x" * 600]) for i in range(3)])
     message = await call_error(bounded_client, "read_graph", {})
-    assert "also over it: page it the same way" in message   # the summary of 43 entities is over 4,000 too
+    assert "also over it: in pages of limit" in message   # the summary of 43 entities is over 4,000 too
     found = re.search(r"limit (\d+)", message)
     assert found is not None, message
     names: list[str] = []
@@ -189,3 +190,45 @@ async def test_the_suggested_page_size_fits_a_page_of_the_largest_entities(
             break
         arguments = {"limit": int(found.group(1)), "cursor": page["nextCursor"]}
     assert names == [f"S{i:02d}" for i in range(40)] + ["L0", "L1", "L2"]
+
+
+async def _follow(client: Any, tool: str, arguments: dict[str, Any], limit: int) -> list[str]:
+    """Every page of ``tool`` with page size ``limit`` (a refused page fails the test); the names sent."""
+    names: list[str] = []
+    page_arguments = {**arguments, "limit": limit}
+    while True:
+        page = await call(client, tool, page_arguments)
+        names += [e["name"] for e in page["entities"]]
+        if "nextCursor" not in page:
+            return names
+        page_arguments = {**arguments, "limit": limit, "cursor": page["nextCursor"]}
+
+
+@pytest.mark.parametrize("view", ["full", "summary"])
+async def test_the_advised_page_of_a_search_fits_where_early_matches_carry_the_relations(
+        bounded: MemoryService, bounded_client: Any, view: str) -> None:
+    """A relation between two matches comes with the earlier one, so a search's first pages carry
+    more than the average match: the advised limit is sized by cutting the reply into pages
+    (found by QA: the summary view's advised page was refused at once)."""
+    bounded.create_entities([Entity(f"M{i:02d}", "t", [f"zz {i}"]) for i in range(16)])
+    bounded.create_relations([Relation(f"M{i:02d}", f"M{j:02d}", "knows") for i in range(16) for j in range(i + 1, 16)])
+    message = await call_error(bounded_client, "search_nodes", {"query": "zz", "view": view})
+    found = re.search(r"limit (\d+)", message)
+    assert found is not None, message
+    assert await _follow(bounded_client, "search_nodes", {"query": "zz", "view": view},
+                         int(found.group(1))) == [f"M{i:02d}" for i in range(16)]
+
+
+async def test_a_hub_match_over_the_bound_is_refused_with_advice_that_works(
+        bounded: MemoryService, bounded_client: Any) -> None:
+    """One match whose relations and neighbors alone are over the bound: no page size can help
+    (found by QA: the error advised limit 1, which was refused the same way); read_graph's pages
+    can, and the summary view when it fits."""
+    bounded.create_entities([Entity("Hub", "t", ["zzhub"])] + [Entity(f"N{i:03d}", "t", ["spoke"]) for i in range(80)])
+    bounded.create_relations([Relation("Hub", f"N{i:03d}", "links") for i in range(80)])
+    message = await call_error(bounded_client, "search_nodes", {"query": "zzhub"})
+    assert "limit 1 " not in message and "The entity Hub alone, with the relations touching it" in message
+    assert "read_graph" in message
+    found = re.search(r"limit (\d+)", (await call_error(bounded_client, "read_graph", {})))
+    assert found is not None
+    assert len(await _follow(bounded_client, "read_graph", {}, int(found.group(1)))) == 81

@@ -21,7 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import accumulate, chain
+from math import ceil
+from operator import sub
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TextIO, TypeVar
 
@@ -348,15 +350,20 @@ class MemoryService:
         size = reply_bytes(result, view, timestamps)
         if size <= bound:
             return
-        page = self.fitting_page(tool, result, view, timestamps)
+        page, heaviest = self._fitting_page(tool, result, view, timestamps)
         what = (f"{tool}: this reply would be about {size:,} bytes ({len(result.entities)} entities, "
                 f"{len(result.relations)} relations, {len(result.neighbors)} neighbors), over the "
                 f"{bound:,}-byte bound on replies (MEMORY_MAX_REPLY_BYTES) that keeps them within what MCP "
                 f"clients accept; nothing was sent. ")
-        if tool == "open_nodes" and len(result.entities) <= 1:
-            # Fewer names cannot help: read_graph's pages carry every relation and neighbor too.
-            how = ("This entity alone, with the relations touching it and their neighbors, is over the bound: "
-                   "read the whole graph in pages with read_graph (limit, then cursor=nextCursor)")
+        entity = next((e for e in result.entities if e.name == heaviest), None)
+        if not page and (entity is None or reply_bytes(GraphSlice([entity], [], []), view, timestamps) > bound):
+            how = (f"{heaviest} alone is over the bound, even on a page of its own: raise MEMORY_MAX_REPLY_BYTES "
+                   f"to read it whole")
+        elif not page:
+            # Fewer names or a smaller page cannot help: read_graph's pages carry every relation and neighbor.
+            how = (f"The entity {heaviest} alone, with the relations touching it and their neighbors, is over "
+                   f"the bound: read the whole graph in pages with read_graph (limit, then cursor set to each "
+                   f"reply's nextCursor until a reply has none)")
         elif tool == "open_nodes":
             how = f"Open fewer names per call (about {page})"
         else:
@@ -364,22 +371,29 @@ class MemoryService:
                    f"then with cursor set to each reply's nextCursor until a reply has none")
         if view == "full":
             short = reply_bytes(result, "summary", timestamps)
-            how += (f"; or ask for view 'summary' (names, types and observation counts: about "
-                    f"{short:,} bytes, {'which fits' if short <= bound else 'also over it: page it the same way'})")
+            if short <= bound:
+                how += f"; or ask for view 'summary' (names, types and observation counts: about {short:,} bytes)"
+            elif (summary_page := self._fitting_page(tool, result, "summary", timestamps)[0]) and tool != "open_nodes":
+                how += (f"; or ask for view 'summary' (names, types and observation counts: about {short:,} bytes, "
+                        f"also over it: in pages of limit {summary_page})")
         raise ReplyTooLarge(what + how + ".")
 
     def fitting_page(self, tool: str, result: GraphSlice, view: View = "full", timestamps: bool = False) -> int:
         """A ``limit`` whose pages of ``tool``'s reply ``result`` fit the reply bound
-        (``max_reply_bytes``, which must be set): 80 % of it over the heaviest item, counting a
-        page of only the heavier kind of item (read_graph) or each match with its relations and
-        neighbors (search), and a page of the largest entities, not only of average ones."""
-        entity_bytes, relation_bytes = _reply_parts(result, view, timestamps)
-        if tool == "read_graph":
-            heaviest = max(entity_bytes / max(1, len(result.entities)), relation_bytes / max(1, len(result.relations)))
-        else:
-            heaviest = (entity_bytes + relation_bytes) / max(1, len(result.entities))
-        heaviest = max(heaviest, _largest_entity_bytes(result, view, timestamps), 1)
-        return max(1, int(self.limits.max_reply_bytes * 0.8 / heaviest))
+        (``max_reply_bytes``, which must be set), 1 at least: see :meth:`_fitting_page`."""
+        return max(1, self._fitting_page(tool, result, view, timestamps)[0])
+
+    def _fitting_page(self, tool: str, result: GraphSlice, view: View, timestamps: bool) -> tuple[int, str]:
+        """The largest ``limit`` whose every page of ``result`` fits 80 % of the reply bound, cut as
+        pages cut it when nothing is written between them (read_graph: entities then relations,
+        ``limit`` of them together; search_nodes and open_nodes: ``limit`` matches or names, each
+        with the relations it brings first and the neighbors those reach first), and the name of
+        the heaviest item; 0 when that item alone is over it (found by QA: a page of the summary
+        view's advised size was refused, and a hub entity's search was advised ``limit 1`` again)."""
+        costs, labels = _page_items(tool, result, view, timestamps)
+        budget = self.limits.max_reply_bytes * 0.8 - _REPLY_ENVELOPE
+        heaviest = labels[max(range(len(costs)), key=costs.__getitem__)] if costs else ""
+        return _largest_window(costs, budget), heaviest
 
     # -- typed tools (schema files; graph_memory.mcp.typed parses and checks the arguments) -----
 
@@ -582,6 +596,10 @@ class MemoryService:
             self.limits.observation(o, f"{what}.{j}")
 
 
+# The JSON-RPC envelope and the result's own keys around a reading tool's payload.
+_REPLY_ENVELOPE = 250
+
+
 def reply_bytes(result: GraphSlice, view: View, timestamps: bool) -> int:
     """About how many bytes the JSON-RPC message of a reading tool's reply takes: the payload
     twice (the indented text item, escaped inside a JSON string, and the compact
@@ -591,10 +609,12 @@ def reply_bytes(result: GraphSlice, view: View, timestamps: bool) -> int:
     graphs (tests/test_reading.py keeps it within 10 %); the transport measures the line it
     writes exactly."""
     entity_bytes, relation_bytes = _reply_parts(result, view, timestamps)
-    return 250 + entity_bytes + relation_bytes
+    # nextCursor in both copies (a search cursor grows with what the earlier pages sent)
+    cursor = 2 * len(result.next_cursor) + 40 if result.next_cursor else 0
+    return _REPLY_ENVELOPE + ceil(entity_bytes + relation_bytes) + cursor
 
 
-def _reply_parts(result: GraphSlice, view: View, timestamps: bool) -> tuple[int, int]:
+def _reply_parts(result: GraphSlice, view: View, timestamps: bool) -> tuple[float, float]:
     """:func:`reply_bytes` of the entities (and neighbors), and of the relations."""
     entities = result.entities + result.neighbors
     size = _line_length([e.name for e in entities]) + _line_length([e.entity_type for e in entities])
@@ -605,12 +625,16 @@ def _reply_parts(result: GraphSlice, view: View, timestamps: bool) -> tuple[int,
     relations = result.relations
     size = (_line_length([r.source for r in relations]) + _line_length([r.target for r in relations])
             + _line_length([r.relation_type for r in relations]))
-    return entity_bytes, 2 * size + (309 if timestamps else 127) * len(result.relations)
+    return entity_bytes, 2 * size + _RELATION_BYTES[timestamps] * len(result.relations)
 
 
-def _entities_bytes(text: int, entities: int, observations: int, view: View, timestamps: bool) -> int:
+# A relation's keys, quotes and indentation in a reply's two copies (without / with timestamps).
+_RELATION_BYTES = {False: 127, True: 309}
+
+
+def _entities_bytes(text: float, entities: int, observations: int, view: View, timestamps: bool) -> float:
     """The bytes of ``entities`` entities holding ``observations`` observations and ``text``
-    characters of text (:func:`_line_length`) in a reply's two copies: the texts twice, plus the
+    bytes of text (:func:`_line_length`) in a reply's two copies: the texts twice, plus the
     keys, quotes and indentation per entity and per observation, measured on ASCII graphs."""
     if view == "full":
         per_entity, per_observation = (378, 236) if timestamps else (141, 20)
@@ -619,25 +643,91 @@ def _entities_bytes(text: int, entities: int, observations: int, view: View, tim
     return 2 * text + per_entity * entities + per_observation * observations
 
 
-def _largest_entity_bytes(result: GraphSlice, view: View, timestamps: bool) -> int:
-    """:func:`reply_bytes` of the largest single entity of ``result`` (its two copies), for page
-    sizes that fit a page of the largest entities, not only of average ones."""
-    if not result.entities:
-        return 0
+def _page_items(tool: str, result: GraphSlice, view: View, timestamps: bool) -> tuple[list[float], list[str]]:
+    """The estimated bytes each page item of ``result`` brings to a page, in page order, and its
+    name (:meth:`MemoryService._fitting_page`). Each text is counted at its reply's average bytes
+    per character (:func:`_line_length` over all of them), so the items add up to
+    :func:`reply_bytes` less the envelope."""
     full = view == "full"
-    return max(_entities_bytes(_line_length([e.name, e.entity_type]) + (_line_length(list(e.observations)) if full
-                                                                         else 0),
-                               1, len(e.observations), view, timestamps) for e in result.entities)
+    everything = result.entities + result.neighbors
+    chars = sum(len(e.name) + len(e.entity_type) + (sum(map(len, e.observations)) if full else 0)
+                for e in everything)
+    texts = (_line_length([e.name for e in everything]) + _line_length([e.entity_type for e in everything])
+             + (_line_length(list(chain.from_iterable(e.observations for e in everything))) if full else 0))
+    per_char = texts / chars if chars else 1.0
+
+    def entity(e: Entity) -> float:
+        text = len(e.name) + len(e.entity_type) + (sum(map(len, e.observations)) if full else 0)
+        return _entities_bytes(text * per_char, 1, len(e.observations), view, timestamps)
+
+    relations = result.relations
+    chars = sum(len(r.source) + len(r.target) + len(r.relation_type) for r in relations)
+    texts = (_line_length([r.source for r in relations]) + _line_length([r.target for r in relations])
+             + _line_length([r.relation_type for r in relations]))
+    per_char = texts / chars if chars else 1.0
+
+    def relation(r: Relation) -> float:
+        return 2 * (len(r.source) + len(r.target) + len(r.relation_type)) * per_char + _RELATION_BYTES[timestamps]
+
+    if tool == "read_graph":
+        return ([*map(entity, result.entities), *map(relation, relations)],
+                [*(e.name for e in result.entities), *(f"{r.source} -{r.relation_type}-> {r.target}"
+                                                       for r in relations)])
+    # search_nodes and open_nodes: a relation comes with the first match (in page order) it
+    # touches, a neighbor with the first match whose relations reach it
+    position = {e.name: i for i, e in enumerate(result.entities)}
+    costs = [entity(e) for e in result.entities]
+    first_reached: dict[str, int] = {}
+    for r in relations:
+        ends = [position[n] for n in (r.source, r.target) if n in position]
+        if not ends:
+            continue
+        owner = min(ends)
+        costs[owner] += relation(r)
+        for name in (r.source, r.target):
+            if name not in position and first_reached.get(name, owner) >= owner:
+                first_reached[name] = owner
+    for neighbor in result.neighbors:
+        if neighbor.name in first_reached:
+            costs[first_reached[neighbor.name]] += entity(neighbor)
+    return costs, [e.name for e in result.entities]
 
 
-def _line_length(strings: list[str]) -> int:
-    """The bytes ``strings`` take in a UTF-8 JSON line, quotes and backslashes aside: as many as
-    they hold characters when they are ASCII (``str.isascii`` is free: CPython keeps the flag),
-    else their UTF-8 length (one C pass over them joined; a lone surrogate, which only a 6-byte
-    escape carries, counts 3: the transport measures the line exactly)."""
-    if all(map(str.isascii, strings)):
-        return sum(map(len, strings))
-    return len("".join(strings).encode("utf-8", "surrogatepass"))
+def _largest_window(costs: list[float], budget: float) -> int:
+    """The largest ``n`` such that every ``n`` consecutive ``costs`` add up to at most ``budget``
+    (costs are ≥ 0, so a larger ``n`` never fits better); 0 when one cost alone is over it."""
+    sums = [0.0, *accumulate(costs)]
+
+    def fits(n: int) -> bool:
+        return bool(max(map(sub, sums[n:], sums[:-n])) <= budget)
+
+    low, high = 0, len(costs)   # fits(low) holds; the answer is in [low, high]
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+# What JSON escapes in a string, as UTF-8 bytes: a quote or a backslash (one more byte in the
+# structured content, three more in the text item, which escapes the text's own escape), a
+# control character with a short escape (\n: one more, then two more) and any other control
+# character (\u001b: five more, then six more).
+_SPECIAL = bytes(range(32)) + b'"\\'
+_NOT_SPECIAL = bytes(b for b in range(256) if b not in _SPECIAL)
+_EXTRA_BYTES = {**dict.fromkeys(range(32), 11), **dict.fromkeys(b"\n\r\t\b\f", 3), ord('"'): 4, ord("\\"): 4}
+
+
+def _line_length(strings: list[str]) -> float:
+    """The bytes ``strings`` take in each of a reply's two copies, on average: their UTF-8 length
+    (a lone surrogate, which only a 6-byte escape carries, counts 3: the transport measures the
+    line exactly) plus half of what escaping them adds to both copies (found by QA: text full
+    of quotes or control characters was estimated 8 % to 2.6 times too small)."""
+    encoded = "".join(strings).encode("utf-8", "surrogatepass")
+    special = encoded.translate(None, _NOT_SPECIAL)   # one C pass; usually empty
+    return len(encoded) + sum(map(_EXTRA_BYTES.__getitem__, special)) / 2
 
 
 def _since(value: str | None) -> str | None:
