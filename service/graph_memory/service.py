@@ -356,9 +356,10 @@ class MemoryService:
                 f"{bound:,}-byte bound on replies (MEMORY_MAX_REPLY_BYTES) that keeps them within what MCP "
                 f"clients accept; nothing was sent. ")
         entity = next((e for e in result.entities if e.name == heaviest), None)
-        if not page and (entity is None or reply_bytes(GraphSlice([entity], [], []), view, timestamps) > bound):
-            how = (f"{heaviest} alone is over the bound, even on a page of its own: raise MEMORY_MAX_REPLY_BYTES "
-                   f"to read it whole")
+        if not page and (tool == "read_graph" or entity is None
+                         or reply_bytes(GraphSlice([entity], [], []), view, timestamps) > self._page_budget()):
+            how = (f"{heaviest} alone is over the bound (or too near it), even on a page of its own: raise "
+                   f"MEMORY_MAX_REPLY_BYTES to read it whole")
         elif not page:
             # Fewer names or a smaller page cannot help: read_graph's pages carry every relation and neighbor.
             how = (f"The entity {heaviest} alone, with the relations touching it and their neighbors, is over "
@@ -373,7 +374,7 @@ class MemoryService:
             short = reply_bytes(result, "summary", timestamps)
             if short <= bound:
                 how += f"; or ask for view 'summary' (names, types and observation counts: about {short:,} bytes)"
-            elif (summary_page := self._fitting_page(tool, result, "summary", timestamps)[0]) and tool != "open_nodes":
+            elif tool != "open_nodes" and (summary_page := self._fitting_page(tool, result, "summary", timestamps)[0]):
                 how += (f"; or ask for view 'summary' (names, types and observation counts: about {short:,} bytes, "
                         f"also over it: in pages of limit {summary_page})")
         raise ReplyTooLarge(what + how + ".")
@@ -391,9 +392,12 @@ class MemoryService:
         the heaviest item; 0 when that item alone is over it (found by QA: a page of the summary
         view's advised size was refused, and a hub entity's search was advised ``limit 1`` again)."""
         costs, labels = _page_items(tool, result, view, timestamps)
-        budget = self.limits.max_reply_bytes * 0.8 - _REPLY_ENVELOPE
         heaviest = labels[max(range(len(costs)), key=costs.__getitem__)] if costs else ""
-        return _largest_window(costs, budget), heaviest
+        return _largest_window(costs, self._page_budget() - _REPLY_ENVELOPE), heaviest
+
+    def _page_budget(self) -> float:
+        """What an advised page may weigh: 80 % of the reply bound (the estimate's margin)."""
+        return self.limits.max_reply_bytes * 0.8
 
     # -- typed tools (schema files; graph_memory.mcp.typed parses and checks the arguments) -----
 
@@ -646,7 +650,7 @@ def _entities_bytes(text: float, entities: int, observations: int, view: View, t
 def _page_items(tool: str, result: GraphSlice, view: View, timestamps: bool) -> tuple[list[float], list[str]]:
     """The estimated bytes each page item of ``result`` brings to a page, in page order, and its
     name (:meth:`MemoryService._fitting_page`). Each text is counted at its reply's average bytes
-    per character (:func:`_line_length` over all of them), so the items add up to
+    per character (:func:`_line_length` over all of them), so the items add up to about
     :func:`reply_bytes` less the envelope."""
     full = view == "full"
     everything = result.entities + result.neighbors
