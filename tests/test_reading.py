@@ -706,7 +706,11 @@ async def test_reply_size_estimate_counts_what_json_escapes(memory: Any, client:
         {"name": f"Q{i}", "entityType": "t", "observations": [text * (1 + i % 4), f"{text} {i}"]} for i in range(40)]})
     await call(client, "create_relations", {"relations": [
         {"from": f"Q{i}", "to": f"Q{(i + 1) % 40}", "relationType": text[:12]} for i in range(40)]})
+    # a weight other than 1.0 is shown, in both copies (it was not counted: 5-11 % too small)
+    await call(client, "update_relations", {"relations": [
+        {"from": f"Q{i}", "to": f"Q{(i + 1) % 40}", "relationType": text[:12],
+         "weight": 0.30000000000000004 if i % 2 else 0.25} for i in range(40)]})
     for view in ("full", "summary"):
         for result in (memory.read_graph(), memory.search_nodes("q", limit=7)):
             actual = _message_bytes(result.shaped(view, False))
-            assert abs(reply_bytes(result, view, False) - actual) <= actual / 10, (view, actual)
+            assert abs(reply_bytes(result, view, False) - actual) <= actual / 20, (view, actual)

@@ -232,3 +232,24 @@ async def test_a_hub_match_over_the_bound_is_refused_with_advice_that_works(
     found = re.search(r"limit (\d+)", (await call_error(bounded_client, "read_graph", {})))
     assert found is not None
     assert len(await _follow(bounded_client, "read_graph", {}, int(found.group(1)))) == 81
+
+
+def test_the_page_items_add_up_to_the_reply_estimate(bounded: MemoryService) -> None:
+    """The advised page size weighs each entity and relation at its own kind's bytes per character
+    (entities full of escaped quotes here, plain relations): together they are the estimate of the
+    whole reply (a relation's rate once stood in for the entities', which made the advice of a
+    read_graph with no relation that of a reply a third of its size)."""
+    from graph_memory.service import _page_items, reply_bytes
+
+    bounded.create_entities([Entity(f"E{i:02d}", "t", ['"\\' * 150]) for i in range(30)])
+    bounded.create_relations([Relation(f"E{i:02d}", f"E{(i + 1) % 30:02d}", "next", 0.5) for i in range(30)])
+    for tool, result in (("read_graph", bounded.read_graph()), ("search_nodes", bounded.search_nodes("E"))):
+        for view in ("full", "summary"):
+            costs, _ = _page_items(tool, result, view, False)   # type: ignore[arg-type]
+            whole = reply_bytes(result, view, False)   # type: ignore[arg-type]
+            assert abs(sum(costs) + 250 - whole) <= whole / 100, (tool, view, sum(costs), whole)
+    entities_only = bounded.read_graph(limit=30)
+    assert entities_only.relations == []
+    costs, _ = _page_items("read_graph", entities_only, "full", False)
+    assert abs(sum(costs) + 250 + 2 * len(entities_only.next_cursor or "") + 40
+               - reply_bytes(entities_only, "full", False)) <= 10

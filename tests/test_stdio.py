@@ -344,27 +344,28 @@ def test_healthcheck_while_the_database_is_built_says_it_is_starting(tmp_path: P
 
 def test_a_reply_line_over_the_bound_is_replaced_by_an_error_saying_how_to_ask_for_less(tmp_path: Path) -> None:
     """The stdio transport measures every line it writes: a read_graph whose estimate passes the
-    bound but whose line does not (quotes are escaped twice in the text content: a `"` costs 6
-    bytes on the line, 2 in the estimate) is a tool error naming MEMORY_MAX_REPLY_BYTES, with the
-    request's id; a page of it under the bound comes whole, and the session goes on."""
+    bound but whose line does not (here through what no estimate sees: a request id of 30,000
+    characters) is a tool error naming MEMORY_MAX_REPLY_BYTES, with the request's id; a page of
+    it under the bound comes whole, and the session goes on."""
     bound = 40_000
-    quotes = '"\\' * 150
     calls: list[tuple[str, dict[str, Any]]] = [
-        ("create_entities", {"entities": [{"name": f"E{i:02d}", "entityType": "t", "observations": [quotes]}]})
+        ("create_entities", {"entities": [{"name": f"E{i:02d}", "entityType": "t", "observations": ["x" * 300]}]})
         for i in range(30)]
     calls += [("read_graph", {}), ("read_graph", {"limit": 5})]
     env = {**server_env(tmp_path, tmp_path / "memory.db"), "MEMORY_MAX_REPLY_BYTES": str(bound)}
     requests = [*handshake(*calls), {"jsonrpc": "2.0", "id": 99, "method": "ping"}]
+    long_id = "r" * 30_000
+    requests[-3]["id"] = long_id
     messages, stderr, code = run_session(env, requests)
     assert code == 0, stderr[-2000:]
     by_id = {m["id"]: m for m in messages if "id" in m}
     assert all(not by_id[i]["result"].get("isError") for i in range(1, 31))
-    refused = by_id[31]["result"]
+    refused = by_id[long_id]["result"]
     assert refused["isError"] is True and "structuredContent" not in refused, refused
     text = refused["content"][0]["text"]
     assert "MEMORY_MAX_REPLY_BYTES" in text and "not sent" in text and "nextCursor" in text, text
     page = by_id[32]["result"]["structuredContent"]
-    assert [e["observations"] for e in page["entities"]] == [[quotes]] * 5 and "nextCursor" in page
+    assert [e["observations"] for e in page["entities"]] == [["x" * 300]] * 5 and "nextCursor" in page
     assert by_id[99]["result"] == {}
     assert '"reply_too_large"' in stderr
 

@@ -63,6 +63,7 @@ from graph_memory.importer import (
 from graph_memory.legacy import LegacyStream, write_legacy
 from graph_memory.meshfile import stream_memory_file, write_memorymesh
 from graph_memory.models import (
+    DEFAULT_WEIGHT,
     AddedObservations,
     DeleteEntitiesResult,
     DeleteObservationsResult,
@@ -629,11 +630,18 @@ def _reply_parts(result: GraphSlice, view: View, timestamps: bool) -> tuple[floa
     relations = result.relations
     size = (_line_length([r.source for r in relations]) + _line_length([r.target for r in relations])
             + _line_length([r.relation_type for r in relations]))
-    return entity_bytes, 2 * size + _RELATION_BYTES[timestamps] * len(result.relations)
+    weights = sum(map(_weight_bytes, relations))
+    return entity_bytes, 2 * size + _RELATION_BYTES[timestamps] * len(result.relations) + weights
 
 
 # A relation's keys, quotes and indentation in a reply's two copies (without / with timestamps).
 _RELATION_BYTES = {False: 127, True: 309}
+
+
+def _weight_bytes(relation: Relation) -> int:
+    """What a relation's ``weight`` adds to a reply's two copies when it is not the default
+    (``"weight": 0.5`` indented in the text item, escaped, and compact in the structured content)."""
+    return 0 if relation.weight == DEFAULT_WEIGHT else 31 + 2 * len(repr(relation.weight))
 
 
 def _entities_bytes(text: float, entities: int, observations: int, view: View, timestamps: bool) -> float:
@@ -658,20 +666,21 @@ def _page_items(tool: str, result: GraphSlice, view: View, timestamps: bool) -> 
                 for e in everything)
     texts = (_line_length([e.name for e in everything]) + _line_length([e.entity_type for e in everything])
              + (_line_length(list(chain.from_iterable(e.observations for e in everything))) if full else 0))
-    per_char = texts / chars if chars else 1.0
+    entity_per_char = texts / chars if chars else 1.0
 
     def entity(e: Entity) -> float:
         text = len(e.name) + len(e.entity_type) + (sum(map(len, e.observations)) if full else 0)
-        return _entities_bytes(text * per_char, 1, len(e.observations), view, timestamps)
+        return _entities_bytes(text * entity_per_char, 1, len(e.observations), view, timestamps)
 
     relations = result.relations
     chars = sum(len(r.source) + len(r.target) + len(r.relation_type) for r in relations)
     texts = (_line_length([r.source for r in relations]) + _line_length([r.target for r in relations])
              + _line_length([r.relation_type for r in relations]))
-    per_char = texts / chars if chars else 1.0
+    relation_per_char = texts / chars if chars else 1.0
 
     def relation(r: Relation) -> float:
-        return 2 * (len(r.source) + len(r.target) + len(r.relation_type)) * per_char + _RELATION_BYTES[timestamps]
+        text = len(r.source) + len(r.target) + len(r.relation_type)
+        return 2 * text * relation_per_char + _RELATION_BYTES[timestamps] + _weight_bytes(r)
 
     if tool == "read_graph":
         return ([*map(entity, result.entities), *map(relation, relations)],
