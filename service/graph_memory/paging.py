@@ -52,14 +52,16 @@ class SearchPosition:
     between pages can make an entity match, or stop matching). ``promised``: far ends of
     relations already sent that were left for a later page as matches; one that no longer
     matches when its page comes is sent there as a neighbor. ``first``: the first page's moment
-    (the database's clock, as ``created_at``): an entity created after it is not one the first
-    page could see, even with a seen id."""
+    (the database's clock, as ``created_at``). ``last``: the moment of the page that issued the
+    cursor: an id of these sets whose entity was created after it names a new entity (SQLite
+    gives a deleted newest entity's id to the next one), not the one that was sent."""
 
     after: int = 0
     matches: frozenset[int] = frozenset()
     neighbors: frozenset[int] = frozenset()
     promised: frozenset[int] = frozenset()
     first: str = ""
+    last: str = ""
 
 
 def binding(tool: str, *arguments: object) -> str:
@@ -75,7 +77,7 @@ def encode_cursor(secret: bytes, bound: str, position: ReadPosition | SearchPosi
     else:
         data = {"b": bound, "a": position.after, "m": _deltas(sorted(position.matches)),
                 "n": _deltas(sorted(position.neighbors)), "l": _deltas(sorted(position.promised)),
-                "t": position.first}
+                "t": position.first, "u": position.last}
     body = zlib.compress(json.dumps(data, separators=(",", ":")).encode(), 9)
     mac = hmac.new(secret, body, hashlib.sha256).digest()[:_MAC]
     return base64.urlsafe_b64encode(bytes([CURSOR_FORMAT]) + _tag(secret) + mac + body).decode().rstrip("=")
@@ -113,7 +115,7 @@ def decode_cursor(secret: bytes, bound: str, cursor: str) -> ReadPosition | Sear
     # A ranked cursor of an earlier version also held the ranking still to come ("r"): every
     # page ranks again now, and what it sent ("m") is all a page needs.
     return SearchPosition(int(data["a"]), frozenset(_sums(data["m"])), frozenset(_sums(data["n"])),
-                          frozenset(_sums(data["l"])), str(data["t"]))
+                          frozenset(_sums(data["l"])), str(data["t"]), str(data.get("u", data["t"])))
 
 
 def _deltas(ids: Iterable[int]) -> list[int]:

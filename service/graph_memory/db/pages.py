@@ -27,9 +27,11 @@ search_nodes
     left out with the relations only it brought, unless an earlier page sent a relation to it
     (then it comes as a neighbor); a write between pages may change the ranked order of what is
     still to come, never what was sent. SQLite gives a new entity the
-    id of a deleted one when that was the largest: an id seen by an earlier page names an entity
-    created after the first page then, which is told by its ``created_at`` and never taken for
-    the one that was seen.
+    id of a deleted one when that was the largest: an id an earlier page sent names an entity
+    created after that page then, which is told by its ``created_at`` (the cursor carries the
+    moment of the page that issued it) and never taken for the one that was sent. A far end
+    promised to a later page as a match that stops matching comes as a neighbor while it
+    exists, also one created after the first page.
 
 Concatenating the pages (entities, relations and neighbors each in page order) gives the
 unpaged reply's entities in the same order and its relations and neighbors each exactly once.
@@ -100,9 +102,12 @@ class PageSource(Protocol):
         """Those of ``ids`` (or more: the caller intersects) whose ``updated_at`` is at or after ``since``."""
         ...
 
-    def existing(self, ids: Iterable[int], first: str) -> set[int]:
-        """Those of ``ids`` whose entities exist and were created by ``first`` (SQLite gives a new
-        row the id of a deleted one when it was the largest: that entity is not the one seen)."""
+    def existing(self, ids: Iterable[int]) -> set[int]:
+        """Those of ``ids`` whose entities exist."""
+        ...
+
+    def created_after(self, ids: Iterable[int], moment: str) -> set[int]:
+        """Those of ``ids`` whose entities were created after ``moment`` (unknown times never are)."""
         ...
 
     def touching(self, names: list[str]) -> list[Relation]:
@@ -153,7 +158,26 @@ def search_page(source: PageSource, query: str, mode: Mode, since: str | None, a
     Raises:
         InvalidQuery: as :func:`graph_memory.db.search.search`.
     """
-    before = after or SearchPosition(first=source.now())
+    now = source.now()
+    before = _without_reused_ids(source, after) if after is not None else SearchPosition(first=now)
+    found, delivered = _search_page(source, query, mode, since, before, limit)
+    return found, None if delivered is None else replace(delivered, last=now)
+
+
+def _without_reused_ids(source: PageSource, before: SearchPosition) -> SearchPosition:
+    """``before`` without the ids that name another entity now: SQLite gives a deleted newest
+    entity's id to the next one, so an id an earlier page sent (or promised) whose entity was
+    created after that page names an entity no page sent (found by QA: such a new match was
+    taken for the neighbor sent before, and never came)."""
+    reused = source.created_after(before.matches | before.neighbors | before.promised, before.last or before.first)
+    if not reused:
+        return before
+    return replace(before, matches=before.matches - reused, neighbors=before.neighbors - reused,
+                   promised=before.promised - reused)
+
+
+def _search_page(source: PageSource, query: str, mode: Mode, since: str | None, before: SearchPosition,
+                 limit: int | None) -> tuple[GraphSlice, SearchPosition | None]:
     if mode == "substring":
         # Keyed on the id: the page's matches come from the index with LIMIT, and only the ends
         # of its relations are checked against the query, never every match.
@@ -165,7 +189,7 @@ def search_page(source: PageSource, query: str, mode: Mode, since: str | None, a
 
         # a promised match whose turn has come and that is not on this page stopped matching
         turn = {i for i in before.promised if not more or i <= page[-1]} - set(page)
-        due = source.existing(turn, before.first)
+        due = source.existing(turn)
         found, delivered = page_slice(source, entities, page, replace(before, promised=before.promised - turn),
                                       later, due)
         return found, replace(delivered, after=page[-1]) if more else None
@@ -181,7 +205,7 @@ def search_page(source: PageSource, query: str, mode: Mode, since: str | None, a
     rest = remaining[len(page):]
     # a far end left for a later page as a match that no longer matches: sent now, as a neighbor
     gone = before.promised - set(remaining)
-    due = source.existing(gone, before.first)
+    due = source.existing(gone)
     found, delivered = page_slice(source, source.load_ids(page, ordered=True), page,
                                   replace(before, promised=before.promised - gone), set(rest).intersection, due)
     return found, delivered if rest else None
@@ -262,11 +286,15 @@ class SqlitePages:
         # every recent entity: one indexed range, cheaper than binding thousands of ids
         return {row[0] for row in self.conn.execute("SELECT id FROM entities WHERE updated_at >= ?", (since,))}
 
-    def existing(self, ids: Iterable[int], first: str) -> set[int]:
+    def existing(self, ids: Iterable[int]) -> set[int]:
+        members, params = bind_members(list(ids))
+        return {row[0] for row in self.conn.execute(f"SELECT id FROM entities WHERE id IN {members}", params)}
+
+    def created_after(self, ids: Iterable[int], moment: str) -> set[int]:
         # unknown creation times ('') are older than any moment
         members, params = bind_members(list(ids))
         return {row[0] for row in self.conn.execute(
-            f"SELECT id FROM entities WHERE id IN {members} AND created_at <= ?", (*params, first))}
+            f"SELECT id FROM entities WHERE id IN {members} AND created_at > ?", (*params, moment))}
 
     def touching(self, names: list[str]) -> list[Relation]:
         return relations_touching(self.conn, names)

@@ -67,11 +67,12 @@ class PostgresPages:
         return {int(row[0]) for row in self.graph._rows(
             "SELECT id FROM entities WHERE id = ANY(%s) AND updated_at >= %s::timestamptz", (ids, since))}
 
-    def existing(self, ids: Iterable[int], first: str) -> set[int]:
-        # identity columns never give an id twice: this only holds what SQLite must check
-        return {int(row[0]) for row in self.graph._rows(
-            "SELECT id FROM entities WHERE id = ANY(%s) AND (created_at IS NULL OR created_at <= %s::timestamptz)",
-            (list(ids), first))}
+    def existing(self, ids: Iterable[int]) -> set[int]:
+        return {int(row[0]) for row in self.graph._rows("SELECT id FROM entities WHERE id = ANY(%s)", (list(ids),))}
+
+    def created_after(self, ids: Iterable[int], moment: str) -> set[int]:
+        # identity columns never give an id twice: no id names another entity
+        return set()
 
     def touching(self, names: list[str]) -> list[Relation]:
         return self.graph._relations_touching(names)
