@@ -253,3 +253,47 @@ def test_the_page_items_add_up_to_the_reply_estimate(bounded: MemoryService) -> 
     costs, _ = _page_items("read_graph", entities_only, "full", False)
     assert abs(sum(costs) + 250 + 2 * len(entities_only.next_cursor or "") + 40
                - reply_bytes(entities_only, "full", False)) <= 10
+
+
+async def test_the_advised_search_page_leaves_room_for_the_cursor_it_grows(graph_backend: Backend) -> None:
+    """A search cursor carries every id the pages sent, so late pages carry a longer cursor: the
+    advised page leaves room for it (found by QA: pages of the advised size were refused part-way,
+    and the refusal advised the same size again); a search whose cursor alone would outgrow the
+    bound is told to narrow the query or page read_graph."""
+    import re
+
+    memory = MemoryService(graph_backend, Limits(max_reply_bytes=12_000))
+    for start in range(0, 1500, 500):
+        memory.create_entities([Entity(f"Z{i:04d}", "t", ["zz"]) for i in range(start, start + 500)])
+    async with Client(build_server(memory).server) as c:
+        message = await call_error(c, "search_nodes", {"query": "zz", "view": "summary"})
+        found = re.search(r"limit (\d+)", message)
+        assert found is not None, message
+        sent = await _follow(c, "search_nodes", {"query": "zz", "view": "summary"}, int(found.group(1)))
+        assert sent == [f"Z{i:04d}" for i in range(1500)]
+    tight = MemoryService(graph_backend, Limits(max_reply_bytes=6_000))
+    async with Client(build_server(tight).server) as c:
+        message = await call_error(c, "search_nodes", {"query": "zz", "view": "summary"})
+        assert "too many entities to be read page by page" in message and "read_graph" in message, message
+
+
+@pytest.mark.parametrize("heavy", ["word " + "\x01" * 900, "word " + '"\\' * 600, "word " + "漢字😀" * 300])
+async def test_the_advised_page_fits_where_a_few_entities_hold_wide_or_escaped_text(graph_backend: Backend,
+                                                                                    heavy: str) -> None:
+    """Entities whose text takes several bytes a character (control characters, quotes, CJK,
+    emoji) among plain ones: each is weighed on its own text, so the pages holding them fit too
+    (found by QA: weighed at the reply's average, the page with the heavy one was refused)."""
+    import re
+
+    memory = MemoryService(graph_backend, Limits(max_reply_bytes=20_000))
+    entities = [Entity(f"plain{i:03d}", "t", ["word " * 20]) for i in range(200)]
+    for at in (50, 51, 120):
+        entities.insert(at, Entity(f"heavy{at}", "t", [heavy]))
+    memory.create_entities(entities)
+    async with Client(build_server(memory).server) as c:
+        for tool, arguments in (("read_graph", {}), ("search_nodes", {"query": "word"}),
+                                ("search_nodes", {"query": "word", "mode": "words"})):
+            message = await call_error(c, tool, arguments)
+            found = re.search(r"limit (\d+)", message)
+            assert found is not None, message
+            assert len(await _follow(c, tool, arguments, int(found.group(1)))) == 203

@@ -351,16 +351,23 @@ class MemoryService:
         size = reply_bytes(result, view, timestamps)
         if size <= bound:
             return
-        page, heaviest = self._fitting_page(tool, result, view, timestamps)
+        page, heaviest, cursor_bound = self._fitting_page(tool, result, view, timestamps)
         what = (f"{tool}: this reply would be about {size:,} bytes ({len(result.entities)} entities, "
                 f"{len(result.relations)} relations, {len(result.neighbors)} neighbors), over the "
                 f"{bound:,}-byte bound on replies (MEMORY_MAX_REPLY_BYTES) that keeps them within what MCP "
                 f"clients accept; nothing was sent. ")
         entity = next((e for e in result.entities if e.name == heaviest), None)
-        if not page and (tool == "read_graph" or entity is None
-                         or reply_bytes(GraphSlice([entity], [], []), view, timestamps) > self._page_budget()):
-            how = (f"{heaviest} alone is over the bound (or too near it), even on a page of its own: raise "
-                   f"MEMORY_MAX_REPLY_BYTES to read it whole")
+        if not page and cursor_bound:
+            how = ("It matches too many entities to be read page by page within the bound: each page's cursor "
+                   "carries what the earlier pages sent. Narrow the query (or set since), or read the whole graph "
+                   "in pages with read_graph (limit, then cursor set to each reply's nextCursor until a reply has "
+                   "none)")
+        elif not page and tool == "open_nodes" and len(result.entities) > 1:
+            how = self._open_in_parts(result, view, timestamps)
+        elif not page and (tool == "read_graph" or entity is None
+                           or reply_bytes(GraphSlice([entity], [], []), view, timestamps) > bound):
+            how = (f"{heaviest} alone is over the bound, even on a page of its own: raise MEMORY_MAX_REPLY_BYTES "
+                   f"to read it whole")
         elif not page:
             # Fewer names or a smaller page cannot help: read_graph's pages carry every relation and neighbor.
             how = (f"The entity {heaviest} alone, with the relations touching it and their neighbors, is over "
@@ -380,21 +387,43 @@ class MemoryService:
                         f"also over it: in pages of limit {summary_page})")
         raise ReplyTooLarge(what + how + ".")
 
+    def _open_in_parts(self, result: GraphSlice, view: View, timestamps: bool) -> str:
+        """Advice for an open_nodes reply where some names are over the bound on their own (with
+        their relations and neighbors): how many of the others to open at a time, and to read those
+        through read_graph's pages."""
+        costs, labels = _page_items("open_nodes", result, view, timestamps)
+        room = self._page_budget() - _REPLY_ENVELOPE
+        heavy = [label for cost, label in zip(costs, labels, strict=True) if cost > room]
+        others = _largest_window([cost for cost in costs if cost <= room], room)
+        shown = ", ".join(heavy[:3]) + (f" and {len(heavy) - 3} more" if len(heavy) > 3 else "")
+        how = f"Open fewer names per call (about {others}); " if others else ""
+        return how + (f"{shown}, with the relations touching {'it' if len(heavy) == 1 else 'them'} and their "
+                      f"neighbors, {'is' if len(heavy) == 1 else 'are'} over the bound alone: read "
+                      f"{'it' if len(heavy) == 1 else 'them'} through read_graph's pages (limit, then cursor set "
+                      f"to each reply's nextCursor until a reply has none)")
+
     def fitting_page(self, tool: str, result: GraphSlice, view: View = "full", timestamps: bool = False) -> int:
         """A ``limit`` whose pages of ``tool``'s reply ``result`` fit the reply bound
         (``max_reply_bytes``, which must be set), 1 at least: see :meth:`_fitting_page`."""
         return max(1, self._fitting_page(tool, result, view, timestamps)[0])
 
-    def _fitting_page(self, tool: str, result: GraphSlice, view: View, timestamps: bool) -> tuple[int, str]:
+    def _fitting_page(self, tool: str, result: GraphSlice, view: View, timestamps: bool) -> tuple[int, str, bool]:
         """The largest ``limit`` whose every page of ``result`` fits 80 % of the reply bound, cut as
         pages cut it when nothing is written between them (read_graph: entities then relations,
-        ``limit`` of them together; search_nodes and open_nodes: ``limit`` matches or names, each
-        with the relations it brings first and the neighbors those reach first), and the name of
-        the heaviest item; 0 when that item alone is over it (found by QA: a page of the summary
-        view's advised size was refused, and a hub entity's search was advised ``limit 1`` again)."""
+        ``limit`` of them together; search_nodes: ``limit`` matches, each with the relations it
+        brings first and the neighbors those reach first; open_nodes: ``limit`` names, each with
+        every relation and far end, as a part of the names gets them), with room for the largest
+        cursor a page may carry; else 1 when a page of one fits the whole bound, else 0. Also the
+        heaviest item's name, and whether it is the cursor that leaves no room (found by QA: pages
+        of the advised size were refused, part-way through a search as its cursor grew; a hub
+        entity's search was advised ``limit 1`` again)."""
         costs, labels = _page_items(tool, result, view, timestamps)
         heaviest = labels[max(range(len(costs)), key=costs.__getitem__)] if costs else ""
-        return _largest_window(costs, self._page_budget() - _REPLY_ENVELOPE), heaviest
+        cursor = _cursor_bytes(tool, result)
+        page = _largest_window(costs, self._page_budget() - _REPLY_ENVELOPE - cursor)
+        if not page:   # the estimate's margin aside, a page of one may fit
+            page = min(1, _largest_window(costs, self.limits.max_reply_bytes - _REPLY_ENVELOPE - cursor))
+        return page, heaviest, not page and _largest_window(costs, self._page_budget() - _REPLY_ENVELOPE) > 0
 
     def _page_budget(self) -> float:
         """What an advised page may weigh: 80 % of the reply bound (the estimate's margin)."""
@@ -657,39 +686,40 @@ def _entities_bytes(text: float, entities: int, observations: int, view: View, t
 
 def _page_items(tool: str, result: GraphSlice, view: View, timestamps: bool) -> tuple[list[float], list[str]]:
     """The estimated bytes each page item of ``result`` brings to a page, in page order, and its
-    name (:meth:`MemoryService._fitting_page`). Each text is counted at its reply's average bytes
-    per character (:func:`_line_length` over all of them), so the items add up to about
-    :func:`reply_bytes` less the envelope."""
+    name (:meth:`MemoryService._fitting_page`): each entity and relation measured on its own
+    texts (a few entities full of CJK, emoji or escaped characters among plain ones make their
+    pages heavier than the average: found by QA), adding up to :func:`reply_bytes` less the
+    envelope."""
     full = view == "full"
-    everything = result.entities + result.neighbors
-    chars = sum(len(e.name) + len(e.entity_type) + (sum(map(len, e.observations)) if full else 0)
-                for e in everything)
-    texts = (_line_length([e.name for e in everything]) + _line_length([e.entity_type for e in everything])
-             + (_line_length(list(chain.from_iterable(e.observations for e in everything))) if full else 0))
-    entity_per_char = texts / chars if chars else 1.0
 
     def entity(e: Entity) -> float:
-        text = len(e.name) + len(e.entity_type) + (sum(map(len, e.observations)) if full else 0)
-        return _entities_bytes(text * entity_per_char, 1, len(e.observations), view, timestamps)
-
-    relations = result.relations
-    chars = sum(len(r.source) + len(r.target) + len(r.relation_type) for r in relations)
-    texts = (_line_length([r.source for r in relations]) + _line_length([r.target for r in relations])
-             + _line_length([r.relation_type for r in relations]))
-    relation_per_char = texts / chars if chars else 1.0
+        strings = [e.name, e.entity_type, *e.observations] if full else [e.name, e.entity_type]
+        return _entities_bytes(_line_length(strings), 1, len(e.observations), view, timestamps)
 
     def relation(r: Relation) -> float:
-        text = len(r.source) + len(r.target) + len(r.relation_type)
-        return 2 * text * relation_per_char + _RELATION_BYTES[timestamps] + _weight_bytes(r)
+        return (2 * _line_length([r.source, r.target, r.relation_type]) + _RELATION_BYTES[timestamps]
+                + _weight_bytes(r))
 
+    relations = result.relations
     if tool == "read_graph":
         return ([*map(entity, result.entities), *map(relation, relations)],
                 [*(e.name for e in result.entities), *(f"{r.source} -{r.relation_type}-> {r.target}"
                                                        for r in relations)])
-    # search_nodes and open_nodes: a relation comes with the first match (in page order) it
-    # touches, a neighbor with the first match whose relations reach it
     position = {e.name: i for i, e in enumerate(result.entities)}
     costs = [entity(e) for e in result.entities]
+    if tool == "open_nodes":
+        # Opened a part at a time, a name gets every relation touching it and every far end as a
+        # neighbor, the other names too (counted for each name: a bound, never short).
+        weight = {e.name: cost for e, cost in zip(result.entities, costs, strict=True)}
+        weight.update((e.name, entity(e)) for e in result.neighbors)
+        own = list(costs)
+        for r in relations:
+            for near, far in ((r.source, r.target), (r.target, r.source)):
+                if near in position:
+                    own[position[near]] += relation(r) + (weight.get(far, 0.0) if far != near else 0.0)
+        return own, [e.name for e in result.entities]
+    # search_nodes: a relation comes with the first match (in page order) it touches, a
+    # neighbor with the first match whose relations reach it
     first_reached: dict[str, int] = {}
     for r in relations:
         ends = [position[n] for n in (r.source, r.target) if n in position]
@@ -704,6 +734,17 @@ def _page_items(tool: str, result: GraphSlice, view: View, timestamps: bool) -> 
         if neighbor.name in first_reached:
             costs[first_reached[neighbor.name]] += entity(neighbor)
     return costs, [e.name for e in result.entities]
+
+
+def _cursor_bytes(tool: str, result: GraphSlice) -> int:
+    """Room for the largest nextCursor a page of ``result`` may carry, in both copies: a search
+    cursor carries every id the pages sent (compressed: 0.9 characters each for the 7,346 ids of
+    a 2.5 % search of a 100,000-entity graph; counted 2), a read_graph cursor a position."""
+    if tool == "read_graph":
+        return 2 * 80 + 40
+    if tool != "search_nodes":
+        return 0
+    return 2 * (len(result.next_cursor or "") + 2 * (len(result.entities) + len(result.neighbors)) + 100) + 40
 
 
 def _largest_window(costs: list[float], budget: float) -> int:
