@@ -423,7 +423,9 @@ class MemoryService:
         page = _largest_window(costs, self._page_budget() - _REPLY_ENVELOPE - cursor)
         if not page:   # the estimate's margin aside, a page of one may fit
             page = min(1, _largest_window(costs, self.limits.max_reply_bytes - _REPLY_ENVELOPE - cursor))
-        return page, heaviest, not page and _largest_window(costs, self._page_budget() - _REPLY_ENVELOPE) > 0
+        cursor_bound = (tool == "search_nodes" and not page
+                        and _largest_window(costs, self._page_budget() - _REPLY_ENVELOPE) > 0)
+        return page, heaviest, cursor_bound
 
     def _page_budget(self) -> float:
         """What an advised page may weigh: 80 % of the reply bound (the estimate's margin)."""
