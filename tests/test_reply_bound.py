@@ -297,3 +297,39 @@ async def test_the_advised_page_fits_where_a_few_entities_hold_wide_or_escaped_t
             found = re.search(r"limit (\d+)", message)
             assert found is not None, message
             assert len(await _follow(c, tool, arguments, int(found.group(1)))) == 203
+
+
+async def test_a_later_search_page_is_advised_with_room_for_the_cursor_it_was_given(graph_backend: Backend) -> None:
+    """The rest of a search asked for with a long cursor (500 matches and their scattered
+    neighbors sent): the pages it is told to ask for carry at least as long a cursor, so the
+    advice leaves room for it, or says that the cursor leaves none (found by QA: the advised
+    pages were refused)."""
+    import random
+    import re
+
+    rng = random.Random(7)
+    free = MemoryService(graph_backend)
+    free.create_entities([Entity(f"F{i:04d}", "t", ["filler"]) for i in range(2000)])
+    free.create_entities([Entity(f"S{i:03d}", "t", ["word"]) for i in range(500)])
+    free.create_relations([Relation(f"S{i:03d}", f"F{rng.randrange(2000):04d}", "near") for i in range(500)])
+    free.create_entities([Entity(f"H{i}", "t", ["word " + "y" * 900]) for i in range(5)])
+    cursor = None
+    for _ in range(5):
+        cursor = free.search_nodes("word", limit=100, cursor=cursor).next_cursor
+    assert cursor is not None and len(cursor) > 500, cursor
+    bounded = MemoryService(graph_backend, Limits(max_reply_bytes=3_000))
+    async with Client(build_server(bounded).server) as c:
+        message = await call_error(c, "search_nodes", {"query": "word", "cursor": cursor})
+        found = re.search(r"limit (\d+)", message)
+        if found is None:
+            assert "too many entities to be read page by page" in message, message
+            return
+        names: list[str] = []
+        arguments = {"query": "word", "limit": int(found.group(1)), "cursor": cursor}
+        while True:
+            page = await call(c, "search_nodes", arguments)   # a refused page fails the test
+            names += [e["name"] for e in page["entities"]]
+            if "nextCursor" not in page:
+                break
+            arguments["cursor"] = page["nextCursor"]
+        assert names == [f"H{i}" for i in range(5)]

@@ -335,9 +335,11 @@ class MemoryService:
         return self.backend.run_read(
             lambda g: g.with_times(g.open_nodes(names)) if timestamps else g.open_nodes(names))
 
-    def check_reply(self, tool: str, result: GraphSlice, view: View, timestamps: bool) -> None:
+    def check_reply(self, tool: str, result: GraphSlice, view: View, timestamps: bool, cursor: str | None = None
+                    ) -> None:
         """Refuse a reply too large for MCP clients (the official TypeScript client drops any
         message over 10 MiB, and the connection with it) rather than send or truncate it.
+        ``cursor``: the one the call was given (the pages it advises carry at least as long a one).
 
         The bound is ``max_reply_bytes`` (``MEMORY_MAX_REPLY_BYTES``; 0: none) on
         :func:`reply_bytes`, the estimated size of the JSON-RPC message.
@@ -351,7 +353,7 @@ class MemoryService:
         size = reply_bytes(result, view, timestamps)
         if size <= bound:
             return
-        page, heaviest, cursor_bound = self._fitting_page(tool, result, view, timestamps)
+        page, heaviest, cursor_bound = self._fitting_page(tool, result, view, timestamps, cursor)
         what = (f"{tool}: this reply would be about {size:,} bytes ({len(result.entities)} entities, "
                 f"{len(result.relations)} relations, {len(result.neighbors)} neighbors), over the "
                 f"{bound:,}-byte bound on replies (MEMORY_MAX_REPLY_BYTES) that keeps them within what MCP "
@@ -382,7 +384,8 @@ class MemoryService:
             short = reply_bytes(result, "summary", timestamps)
             if short <= bound:
                 how += f"; or ask for view 'summary' (names, types and observation counts: about {short:,} bytes)"
-            elif tool != "open_nodes" and (summary_page := self._fitting_page(tool, result, "summary", timestamps)[0]):
+            elif tool != "open_nodes" and (summary_page := self._fitting_page(tool, result, "summary", timestamps,
+                                                                              cursor)[0]):
                 how += (f"; or ask for view 'summary' (names, types and observation counts: about {short:,} bytes, "
                         f"also over it: in pages of limit {summary_page})")
         raise ReplyTooLarge(what + how + ".")
@@ -407,7 +410,8 @@ class MemoryService:
         (``max_reply_bytes``, which must be set), 1 at least: see :meth:`_fitting_page`."""
         return max(1, self._fitting_page(tool, result, view, timestamps)[0])
 
-    def _fitting_page(self, tool: str, result: GraphSlice, view: View, timestamps: bool) -> tuple[int, str, bool]:
+    def _fitting_page(self, tool: str, result: GraphSlice, view: View, timestamps: bool,
+                      cursor_in: str | None = None) -> tuple[int, str, bool]:
         """The largest ``limit`` whose every page of ``result`` fits 80 % of the reply bound, cut as
         pages cut it when nothing is written between them (read_graph: entities then relations,
         ``limit`` of them together; search_nodes: ``limit`` matches, each with the relations it
@@ -419,12 +423,12 @@ class MemoryService:
         entity's search was advised ``limit 1`` again)."""
         costs, labels = _page_items(tool, result, view, timestamps)
         heaviest = labels[max(range(len(costs)), key=costs.__getitem__)] if costs else ""
-        cursor = _cursor_bytes(tool, result)
+        cursor = _cursor_bytes(tool, result, cursor_in)
         page = _largest_window(costs, self._page_budget() - _REPLY_ENVELOPE - cursor)
         if not page:   # the estimate's margin aside, a page of one may fit
             page = min(1, _largest_window(costs, self.limits.max_reply_bytes - _REPLY_ENVELOPE - cursor))
         cursor_bound = (tool == "search_nodes" and not page
-                        and _largest_window(costs, self._page_budget() - _REPLY_ENVELOPE) > 0)
+                        and _largest_window(costs, self.limits.max_reply_bytes - _REPLY_ENVELOPE) > 0)
         return page, heaviest, cursor_bound
 
     def _page_budget(self) -> float:
@@ -738,15 +742,18 @@ def _page_items(tool: str, result: GraphSlice, view: View, timestamps: bool) -> 
     return costs, [e.name for e in result.entities]
 
 
-def _cursor_bytes(tool: str, result: GraphSlice) -> int:
+def _cursor_bytes(tool: str, result: GraphSlice, cursor_in: str | None) -> int:
     """Room for the largest nextCursor a page of ``result`` may carry, in both copies: a search
-    cursor carries every id the pages sent (compressed: 0.9 characters each for the 7,346 ids of
-    a 2.5 % search of a 100,000-entity graph; counted 2), a read_graph cursor a position."""
+    cursor carries every id the pages sent, those of the pages before ``cursor_in`` (the call's
+    own; found by QA: a later page ignored it, and its advised pages were refused) and those of
+    ``result`` (compressed: 0.9 characters each for the 7,346 ids of a 2.5 % search of a
+    100,000-entity graph; counted 2); a read_graph cursor is a position."""
     if tool == "read_graph":
         return 2 * 80 + 40
     if tool != "search_nodes":
         return 0
-    return 2 * (len(result.next_cursor or "") + 2 * (len(result.entities) + len(result.neighbors)) + 100) + 40
+    sent = max(len(result.next_cursor or ""), len(cursor_in or ""))
+    return 2 * (sent + 2 * (len(result.entities) + len(result.neighbors)) + 100) + 40
 
 
 def _largest_window(costs: list[float], budget: float) -> int:

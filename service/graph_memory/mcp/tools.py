@@ -426,7 +426,7 @@ def _update_relations(app: MemoryService, arguments: Arguments) -> Outcome:
 
 def _graph_outcome(app: MemoryService, tool: str, result: GraphSlice, args: ShapeArgs) -> Outcome:
     view, timestamps = args.view or "full", bool(args.timestamps)
-    app.check_reply(tool, result, view, timestamps)
+    app.check_reply(tool, result, view, timestamps, getattr(args, "cursor", None))
     payload = result.shaped(view, timestamps)
     return Outcome(payload, payload, sized=True)
 
