@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 import warnings
 from pathlib import Path
 from typing import Any
@@ -91,3 +94,19 @@ def json_values(text: Any, *, nulls: bool = True, nan: bool = False, size: int =
     return st.recursive(st.none() | scalars if nulls else scalars,
                         lambda inner: st.lists(inner, max_size=size) | st.dictionaries(text, inner, max_size=size),
                         max_leaves=leaves)
+
+
+def install_debian_package(package: str) -> str | None:
+    """Install Debian's ``package`` with apt-get when the tests run as root on such a machine (as
+    ``.ci/docker-setup.sh`` provides Docker): None when done, else why not."""
+    apt = shutil.which("apt-get")
+    if apt is None or os.geteuid() != 0:
+        return f"{package} is missing: install Debian's package, apt-get install -y --no-install-recommends {package}"
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    command = [apt, "install", "-y", "-q", "--no-install-recommends", package]
+    if subprocess.run(command, env=env, capture_output=True, timeout=1800).returncode != 0:
+        subprocess.run([apt, "update", "-q"], env=env, capture_output=True, timeout=600)
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800)
+        if done.returncode != 0:
+            return f"apt-get install {package} failed: {done.stderr[-500:]}"
+    return None

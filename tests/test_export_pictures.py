@@ -24,6 +24,8 @@ from graph_memory.logs import configure_logging
 from graph_memory.models import Entity, Relation
 from graph_memory.pictures import dot_text, mermaid_text
 
+from helpers import install_debian_package
+
 HOSTILE = [
     'Ann "The" <b>',
     "Bob\nsecond line\r\nthird [x] {y} (z) | pipe # hash ; semi `tick` --> arrow",
@@ -197,11 +199,21 @@ def test_picture_to_a_file_is_written_whole(capsys: pytest.CaptureFixture[str], 
     assert len(nodes) == len(HOSTILE) + 1 and len(edges) == len(HOSTILE)
 
 
-@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed (apt-get install graphviz)")
-def test_graphviz_renders_the_dot_export(capsys: pytest.CaptureFixture[str], db_path: Path) -> None:
+@pytest.fixture(scope="session")
+def dot() -> str:
+    """Graphviz's dot, installed from Debian's package when missing (as the browser tests get Chromium)."""
+    if shutil.which("dot") is None and (problem := install_debian_package("graphviz")) is not None:
+        pytest.skip(problem)
+    found = shutil.which("dot")
+    if found is None:
+        pytest.skip("Graphviz's dot is not installed (apt-get install graphviz)")
+    return found
+
+
+def test_graphviz_renders_the_dot_export(capsys: pytest.CaptureFixture[str], db_path: Path, dot: str) -> None:
     seed(db_path)
     _, out, _ = export(capsys, db_path, "--format", "dot")
-    svg = subprocess.run(["dot", "-Tsvg"], input=out.encode(), capture_output=True, check=True).stdout.decode()
+    svg = subprocess.run([dot, "-Tsvg"], input=out.encode(), capture_output=True, check=True).stdout.decode()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in svg and "<script>" not in svg
     assert "東京 🎉 Zoë" in svg and "back\\slash \\n not a newline \\" in svg
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -27,6 +26,8 @@ import pytest
 from graph_memory.models import Entity, Relation
 from graph_memory.service import MemoryService
 from graph_memory.settings import Settings
+
+from helpers import install_debian_package
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -52,25 +53,10 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-def _install_chromium() -> str | None:
-    """Install Debian's chromium with apt-get (root only); None when done, else why not."""
-    apt = shutil.which("apt-get")
-    if apt is None or os.geteuid() != 0:
-        return "Chromium is missing: install Debian's package, apt-get install -y --no-install-recommends chromium"
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    command = [apt, "install", "-y", "-q", "--no-install-recommends", "chromium"]
-    if subprocess.run(command, env=env, capture_output=True, timeout=1800).returncode != 0:
-        subprocess.run([apt, "update", "-q"], env=env, capture_output=True, timeout=600)
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800)
-        if done.returncode != 0:
-            return f"apt-get install chromium failed: {done.stderr[-500:]}"
-    return None
-
-
 @pytest.fixture(scope="session")
 def chromium_path() -> Path:
     """Debian's Chromium, installed when missing (see the module docstring)."""
-    if not CHROMIUM.exists() and (problem := _install_chromium()) is not None:
+    if not CHROMIUM.exists() and (problem := install_debian_package("chromium")) is not None:
         _unavailable(problem)
     return CHROMIUM
 
