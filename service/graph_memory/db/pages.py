@@ -54,7 +54,8 @@ from graph_memory.db.graph import bind_members, load_entities, relations_touchin
 from graph_memory.models import Entity, GraphSlice, Mode, Relation, relations_from_rows
 from graph_memory.paging import ReadPosition, SearchPosition
 
-_RELATION = "id, from_name, to_name, relation_type, weight"
+# The columns of a relation row both sources read for read_graph pages.
+RELATION_COLUMNS = "id, from_name, to_name, relation_type, weight"
 
 IdTest = Callable[[set[int]], set[int]]
 
@@ -260,13 +261,14 @@ class SqlitePages:
     def entity_ids(self, after: int, since: str | None, limit: int | None) -> list[int]:
         changed = " AND updated_at >= ?" if since is not None else ""
         return [row[0] for row in self.conn.execute(
-            f"SELECT id FROM entities WHERE id > ?{changed} ORDER BY id{_limit(limit)}", _after(after, since))]
+            f"SELECT id FROM entities WHERE id > ?{changed} ORDER BY id{limit_clause(limit)}",
+            keyset_params(after, since))]
 
     def relations(self, after: int, since: str | None, limit: int | None) -> tuple[list[int], list[Relation]]:
         changed = " AND coalesce(updated_at, created_at) >= ?" if since is not None else ""
         rows = cast(list[tuple[int, str, str, str, float]], self.conn.execute(
-            f"SELECT {_RELATION} FROM relations WHERE id > ?{changed} ORDER BY id{_limit(limit)}",
-            _after(after, since)).fetchall())
+            f"SELECT {RELATION_COLUMNS} FROM relations WHERE id > ?{changed} ORDER BY id{limit_clause(limit)}",
+            keyset_params(after, since)).fetchall())
         return [row[0] for row in rows], relations_from_rows(row[1:] for row in rows)
 
     def substring_page(self, query: str, after: int, since: str | None,
@@ -323,9 +325,11 @@ class SqlitePages:
         return load_entities(self.conn, f"WHERE e.name IN {members}", params)
 
 
-def _limit(limit: int | None) -> str:
+def limit_clause(limit: int | None) -> str:
+    """`` LIMIT n`` for a page's query (both backends' SQL), or nothing for no limit."""
     return "" if limit is None else f" LIMIT {int(limit):d}"
 
 
-def _after(after: int, since: str | None) -> tuple[object, ...]:
+def keyset_params(after: int, since: str | None) -> tuple[object, ...]:
+    """The parameters of a page's ``id > ?`` (and ``… >= since``) condition, in that order."""
     return (after,) if since is None else (after, since)

@@ -11,20 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from graph_memory.db.pages import RELATION_COLUMNS, keyset_params, limit_clause
 from graph_memory.db.postgres.graph import PostgresGraph, relations_of
 from graph_memory.db.postgres.search import match_ids, substring_among, substring_matches
 from graph_memory.db.postgres.text import decode, key
 from graph_memory.models import Entity, Mode, Relation
-
-_RELATION = "id, from_name, to_name, relation_type, weight"
-
-
-def _limit(limit: int | None) -> str:
-    return "" if limit is None else f" LIMIT {int(limit):d}"
-
-
-def _after(after: int, since: str | None) -> tuple[object, ...]:
-    return (after,) if since is None else (after, since)
 
 
 class PostgresPages:
@@ -43,12 +34,14 @@ class PostgresPages:
     def entity_ids(self, after: int, since: str | None, limit: int | None) -> list[int]:
         changed = " AND updated_at >= %s::timestamptz" if since is not None else ""
         return [int(row[0]) for row in self.graph._rows(
-            f"SELECT id FROM entities WHERE id > %s{changed} ORDER BY id{_limit(limit)}", _after(after, since))]
+            f"SELECT id FROM entities WHERE id > %s{changed} ORDER BY id{limit_clause(limit)}",
+            keyset_params(after, since))]
 
     def relations(self, after: int, since: str | None, limit: int | None) -> tuple[list[int], list[Relation]]:
         changed = " AND coalesce(updated_at, created_at) >= %s::timestamptz" if since is not None else ""
-        rows = self.graph._rows(f"SELECT {_RELATION} FROM relations WHERE id > %s{changed} ORDER BY id{_limit(limit)}",
-                                _after(after, since))
+        rows = self.graph._rows(
+            f"SELECT {RELATION_COLUMNS} FROM relations WHERE id > %s{changed} ORDER BY id{limit_clause(limit)}",
+            keyset_params(after, since))
         return [int(r[0]) for r in rows], relations_of(r[1:] for r in rows)
 
     def substring_page(self, query: str, after: int, since: str | None,
