@@ -649,9 +649,13 @@ def reply_bytes(result: GraphSlice, view: View, timestamps: bool) -> int:
     graphs (tests/test_reading.py keeps it within 10 %); the transport measures the line it
     writes exactly."""
     entity_bytes, relation_bytes = _reply_parts(result, view, timestamps)
-    # nextCursor in both copies (a search cursor grows with what the earlier pages sent)
-    cursor = 2 * len(result.next_cursor) + 40 if result.next_cursor else 0
+    cursor = _cursor_reply_bytes(len(result.next_cursor)) if result.next_cursor else 0
     return _REPLY_ENVELOPE + ceil(entity_bytes + relation_bytes) + cursor
+
+
+def _cursor_reply_bytes(length: int) -> int:
+    """What a ``length``-character nextCursor adds to a reply: the value in both copies, and its key."""
+    return 2 * length + 40
 
 
 def _reply_parts(result: GraphSlice, view: View, timestamps: bool) -> tuple[float, float]:
@@ -749,11 +753,11 @@ def _cursor_bytes(tool: str, result: GraphSlice, cursor_in: str | None) -> int:
     ``result`` (compressed: 0.9 characters each for the 7,346 ids of a 2.5 % search of a
     100,000-entity graph; counted 2); a read_graph cursor is a position."""
     if tool == "read_graph":
-        return 2 * 80 + 40
+        return _cursor_reply_bytes(80)
     if tool != "search_nodes":
         return 0
     sent = max(len(result.next_cursor or ""), len(cursor_in or ""))
-    return 2 * (sent + 2 * (len(result.entities) + len(result.neighbors)) + 100) + 40
+    return _cursor_reply_bytes(sent + 2 * (len(result.entities) + len(result.neighbors)) + 100)
 
 
 def _largest_window(costs: list[float], budget: float) -> int:
