@@ -10,7 +10,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
+
+from graph_memory.mcp.tools import GRAPH_OUT_CHECKED
 
 REPO = Path(__file__).resolve().parents[1]
 # Copies of shared/data/upstream-memory.jsonl (a file the reference server really wrote) and of
@@ -27,13 +30,21 @@ def sample_path() -> Path:
     return UPSTREAM_SAMPLE
 
 
+# Every field of a reading tool's reply, as its output schema's "definitions" declare them (the
+# advertised schema checks each item's required keys only: see graph_memory.mcp.tools.GRAPH_OUT).
+GRAPH_REPLY = jsonschema.Draft7Validator(GRAPH_OUT_CHECKED)
+
+
 async def call(client: Any, tool: str, arguments: dict[str, Any]) -> Any:
-    """Call ``tool``; assert it succeeded and that its text equals its structured content
-    (or the bare array for the three tools whose text is upstream's bare array)."""
+    """Call ``tool``; assert it succeeded, that its text equals its structured content
+    (or the bare array for the three tools whose text is upstream's bare array) and, for the
+    reading tools, that every field is as their output schema's definitions declare."""
     result = await client.call_tool(tool, arguments)
     assert not result.is_error, result.content[0].text
     text = json.loads(result.content[0].text)
     structured = result.structured_content
+    if tool in ("read_graph", "search_nodes", "open_nodes") and "entities" in structured:
+        GRAPH_REPLY.validate(structured)
     if tool in ("create_entities", "create_relations", "add_observations"):
         (only_value,) = structured.values()
         assert text == only_value
