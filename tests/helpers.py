@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from graph_memory.mcp.tools import GRAPH_OUT_CHECKED
+from graph_memory.mcp.tools import GRAPH_OUT
 
 REPO = Path(__file__).resolve().parents[1]
 # Copies of shared/data/upstream-memory.jsonl (a file the reference server really wrote) and of
@@ -30,9 +30,25 @@ def sample_path() -> Path:
     return UPSTREAM_SAMPLE
 
 
-# Every field of a reading tool's reply, as its output schema's "definitions" declare them (the
-# advertised schema checks each item's required keys only: see graph_memory.mcp.tools.GRAPH_OUT).
-GRAPH_REPLY = jsonschema.Draft7Validator(GRAPH_OUT_CHECKED)
+_FIELDS = "Fields: #/definitions/"
+
+
+def checked(schema: Any) -> Any:
+    """``schema`` with every item that points to its fields (``graph_memory.mcp.tools.fields_in``:
+    advertised by its required keys, described ``Fields: #/definitions/<name>``) replaced by a
+    ``$ref`` to them: the schema every reply is checked against field by field in the tests."""
+    if isinstance(schema, list):
+        return [checked(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    description = schema.get("description")
+    if isinstance(description, str) and description.startswith(_FIELDS):
+        return {"$ref": description.removeprefix("Fields: ")}
+    return {key: checked(value) for key, value in schema.items()}
+
+
+# Every field of a reading tool's reply, as its output schema's definitions declare them.
+GRAPH_REPLY = jsonschema.Draft7Validator(checked(GRAPH_OUT))
 
 
 async def call(client: Any, tool: str, arguments: dict[str, Any]) -> Any:

@@ -21,7 +21,7 @@ from graph_memory.mcp.server import build_server
 from graph_memory.mcp.typed import load_schemas, load_typed_tools
 from graph_memory.service import MemoryService
 
-from helpers import call
+from helpers import call, checked
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 
@@ -95,9 +95,10 @@ _SCHEMAS: dict[int, dict[str, Any]] = {}
 
 
 async def _output_schema(client: Any, tool: str) -> dict[str, Any]:
+    """``tool``'s advertised output schema with its items checked field by field (helpers.checked)."""
     if id(client) not in _SCHEMAS:
         listed = await client.list_tools()
-        _SCHEMAS[id(client)] = {t.name: t.output_schema for t in listed.tools}
+        _SCHEMAS[id(client)] = {t.name: checked(t.output_schema) for t in listed.tools}
     return _SCHEMAS[id(client)][tool]
 
 
@@ -161,6 +162,35 @@ async def test_profile_advertises_the_eleven_static_tools_then_typed_tools_and_n
     for tool in listed:
         assert tool.input_schema["type"] == "object" and tool.output_schema["type"] == "object"
         jsonschema.Draft7Validator.check_schema(tool.output_schema)
+
+
+async def test_reading_tools_check_nodes_and_edges_by_their_required_keys_and_declare_fields_in_definitions(
+        mesh: Any) -> None:
+    """As in the reference profile (test_schemas): the official Python client checks every reply in
+    pure Python, one step per field of every item; the fields are declared exactly in definitions."""
+    listed = {t.name: t.output_schema for t in (await mesh.list_tools()).tools}
+    node = {"name": "a", "nodeType": "t", "metadata": ["x"]}
+    edge = {"from": "a", "to": "b", "edgeType": "e", "weight": 1}
+    for name in ("read_graph", "search_nodes", "open_nodes"):
+        schema = listed[name]
+        data = schema["properties"]["data"]["properties"]
+        assert data["nodes"]["items"] == {"type": "object", "required": ["name", "nodeType", "metadata"],
+                                          "description": "Fields: #/definitions/node"}
+        assert data["edges"]["items"]["description"] == "Fields: #/definitions/edge"
+        assert schema["definitions"]["node"]["additionalProperties"] is False
+        advertised_check, full_check = jsonschema.Draft7Validator(schema), jsonschema.Draft7Validator(checked(schema))
+        reply = {"timestamp": "2026-12-02T00:00:00.000Z", "actionTaken": "read", "data": {"nodes": [node],
+                                                                                          "edges": [edge]}}
+        assert advertised_check.is_valid(reply) and full_check.is_valid(reply)
+        for wrong in ({"nodes": [{**node, "metadata": [1]}], "edges": []}, {"nodes": [{**node, "x": 1}], "edges": []},
+                      {"nodes": [], "edges": [{**edge, "weight": 2}]}):
+            wrong_reply = {**reply, "data": wrong}
+            assert advertised_check.is_valid(wrong_reply) and not full_check.is_valid(wrong_reply)
+        for bad in ({"nodes": [{"name": "a", "nodeType": "t"}], "edges": []}, {"nodes": [], "edges": [{"from": "a"}]},
+                    {"nodes": []}):
+            assert not advertised_check.is_valid({**reply, "data": bad})
+    # The writing tools' items stay checked field by field.
+    assert listed["add_nodes"]["properties"]["data"]["properties"]["nodes"]["items"]["additionalProperties"] is False
 
 
 async def test_static_tools_take_memorymeshs_input_property_names(mesh: Any) -> None:

@@ -9,9 +9,9 @@ from typing import Any
 import jsonschema
 import pytest
 
-from graph_memory.mcp.tools import ENTITY_READ_OUT, GRAPH_OUT_CHECKED, RELATION_READ_OUT
+from graph_memory.mcp.tools import ENTITY_READ_OUT, RELATION_READ_OUT
 
-from helpers import UPSTREAM_TOOLS
+from helpers import UPSTREAM_TOOLS, checked
 
 pytestmark = pytest.mark.anyio
 
@@ -149,10 +149,8 @@ async def test_reading_tools_check_items_by_their_required_keys_and_declare_fiel
         assert set(items) == {"type", "required", "description"}
         assert items["required"] == schema["definitions"][definition]["required"]
         assert items["description"] == f"Fields: #/definitions/{definition}"
-        # With each item replaced by a reference to its definition, it is the checked schema.
-        assert {**schema["properties"][key], "items": GRAPH_OUT_CHECKED["properties"][key]["items"]} \
-            == GRAPH_OUT_CHECKED["properties"][key]
-    advertised_check, full_check = jsonschema.Draft7Validator(schema), jsonschema.Draft7Validator(GRAPH_OUT_CHECKED)
+        assert checked(items) == {"$ref": f"#/definitions/{definition}"}
+    advertised_check, full_check = jsonschema.Draft7Validator(schema), jsonschema.Draft7Validator(checked(schema))
     entity = {"name": "a", "entityType": "t", "observations": ["x"]}
     for good in ({"entities": [entity], "relations": [{"from": "a", "to": "b", "relationType": "r"}],
                   "neighbors": [{"name": "b", "entityType": "t", "observationCount": 2}]},
