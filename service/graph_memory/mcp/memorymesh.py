@@ -442,8 +442,8 @@ _EDGE_KEY_IN = _object({"from": _str("Source node"), "to": _str("Target node"), 
 
 
 def _spec(name: str, description: str, input_schema: dict[str, Any], data: dict[str, Any],
-          annotations: dict[str, bool], run: Callable[[MemoryService, Arguments], Outcome]) -> ToolSpec:
-    definitions = GRAPH_DEFINITIONS if data is GRAPH_OUT else None
+          annotations: dict[str, bool], run: Callable[[MemoryService, Arguments], Outcome],
+          definitions: dict[str, Any] | None = None) -> ToolSpec:
     return ToolSpec(name, description, input_schema, envelope(data, definitions), annotations, run)
 
 
@@ -495,13 +495,14 @@ TOOLS: tuple[ToolSpec, ...] = (
           _closed({"results": _array(_closed({"nodeName": _str(), "deletedMetadata": _STRINGS}))}),
           DESTRUCTIVE, _delete_metadata),
     _spec("read_graph", "Read the whole knowledge graph: every node and edge.",
-          {"type": "object", "properties": {}}, GRAPH_OUT, READ_ONLY, _read_graph),
+          {"type": "object", "properties": {}}, GRAPH_OUT, READ_ONLY, _read_graph, GRAPH_DEFINITIONS),
     _spec("search_nodes", "Find nodes whose name, type or metadata contains the query (case-insensitive), "
           "with their neighbouring nodes and the edges touching them.",
-          _object({"query": _str("Text to find")}, ["query"]), GRAPH_OUT, READ_ONLY, _search_nodes),
+          _object({"query": _str("Text to find")}, ["query"]), GRAPH_OUT, READ_ONLY, _search_nodes,
+          GRAPH_DEFINITIONS),
     _spec("open_nodes", "Open nodes by exact name, with their neighbouring nodes and the edges touching them.",
           _object({"names": _array(_str(), "Names of the nodes to open")}, ["names"]), GRAPH_OUT, READ_ONLY,
-          _open_nodes),
+          _open_nodes, GRAPH_DEFINITIONS),
 )
 TOOL_NAMES = frozenset(spec.name for spec in TOOLS)
 
