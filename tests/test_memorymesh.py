@@ -175,6 +175,7 @@ async def test_reading_tools_check_nodes_and_edges_by_their_required_keys_and_de
         schema = listed[name]
         data = schema["properties"]["data"]["properties"]
         assert data["nodes"]["items"] == {"type": "object", "required": ["name", "nodeType", "metadata"],
+                                          "properties": {"name": True, "nodeType": True, "metadata": True},
                                           "description": "Fields: #/definitions/node"}
         assert data["edges"]["items"]["description"] == "Fields: #/definitions/edge"
         assert schema["definitions"]["node"]["additionalProperties"] is False

@@ -146,8 +146,10 @@ async def test_reading_tools_check_items_by_their_required_keys_and_declare_fiel
     assert schema["definitions"] == {"entity": ENTITY_READ_OUT, "relation": RELATION_READ_OUT}
     for key, definition in (("entities", "entity"), ("neighbors", "entity"), ("relations", "relation")):
         items = schema["properties"][key]["items"]
-        assert set(items) == {"type", "required", "description"}
+        assert set(items) == {"type", "properties", "required", "description"}
         assert items["required"] == schema["definitions"][definition]["required"]
+        # Declared as `true` (anything): Ajv's strict mode needs each required key declared.
+        assert items["properties"] == dict.fromkeys(items["required"], True)
         assert items["description"] == f"Fields: #/definitions/{definition}"
         assert checked(items) == {"$ref": f"#/definitions/{definition}"}
     advertised_check, full_check = jsonschema.Draft7Validator(schema), jsonschema.Draft7Validator(checked(schema))

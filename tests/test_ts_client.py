@@ -101,3 +101,26 @@ def test_typescript_sdk_client_reads_in_pages_and_views_and_gets_size_errors(ts_
     assert got["pages"]["entities"] == [f"E{i}" for i in range(60)]
     assert got["pages"]["relations"] == 59 and got["pages"]["errors"] == [] and got["pages"]["count"] == 5
     assert "not a cursor this server issued" in got["bad_cursor"]["error"]
+
+
+STRICT = Path(__file__).parent / "clients" / "ts_strict.mjs"
+EXAMPLE_SCHEMAS = Path(__file__).resolve().parents[1] / "examples" / "schemas"
+
+
+@pytest.mark.parametrize("profile", ["reference", "memorymesh"])
+def test_every_advertised_schema_compiles_in_the_typescript_sdks_strict_validator(ts_sdk: Path, tmp_path: Path,
+                                                                                 profile: str) -> None:
+    """A host may pass the TypeScript SDK the strict Ajv its documentation shows; it compiles every
+    output schema when it lists the tools and refuses the whole listing if one fails (strictRequired:
+    each ``required`` key declared in its schema object's ``properties``; found by QA on the reading
+    tools' items). Typed tools from the example schema files are listed too."""
+    shutil.copy(STRICT, ts_sdk / STRICT.name)
+    run = subprocess.run(["node", str(ts_sdk / STRICT.name), str(EXE), str(tmp_path / "strict.db"), profile,
+                          str(EXAMPLE_SCHEMAS)], capture_output=True, text=True, timeout=120, cwd=ts_sdk)
+    assert run.returncode == 0, run.stderr
+    got = {s["step"]: s["value"] for s in map(json.loads, run.stdout.splitlines())}
+    assert isinstance(got["tools"], list), got["tools"]
+    assert {"read_graph", "search_nodes", "open_nodes", "add_npc"} <= set(got["tools"])
+    keys = {"reference": ["entities", "relations", "neighbors"], "memorymesh": ["timestamp", "data", "actionTaken"]}
+    for tool in ("read_graph", "search_nodes", "open_nodes"):
+        assert isinstance(got[tool], list) and set(keys[profile]) <= set(got[tool]), (tool, got[tool])

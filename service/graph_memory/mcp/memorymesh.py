@@ -40,6 +40,7 @@ from graph_memory.mcp.tools import (
     _array,
     _object,
     _str,
+    declared,
     fields_in,
     parse_args,
 )
@@ -119,10 +120,9 @@ def envelope(data: dict[str, Any], definitions: dict[str, Any] | None = None) ->
         "required": ["timestamp"],
         "additionalProperties": False,
         "anyOf": [
-            {"required": ["data", "actionTaken"], "not": {"anyOf": [{"required": ["error"]},
-                                                                    {"required": ["recoverySteps"]}]}},
-            {"required": ["error", "context", "suggestions", "recoverySteps"],
-             "not": {"anyOf": [{"required": ["data"]}, {"required": ["actionTaken"]}]}},
+            {**declared("data", "actionTaken"), "not": {"anyOf": [declared("error"), declared("recoverySteps")]}},
+            {**declared("error", "context", "suggestions", "recoverySteps"),
+             "not": {"anyOf": [declared("data"), declared("actionTaken")]}},
         ],
     }
 

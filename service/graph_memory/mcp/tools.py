@@ -103,11 +103,19 @@ def _graph_out(entity: dict[str, Any], relation: dict[str, Any]) -> dict[str, An
     )
 
 
+def declared(*keys: str) -> dict[str, Any]:
+    """``{"required": keys}``, each key also declared in ``properties`` as ``true`` (anything):
+    Ajv in strict mode (the TypeScript SDK's documented strict validator) refuses to compile a
+    ``required`` key its schema object does not declare, and a ``true`` subschema costs a
+    pure-Python check almost nothing (an empty ``{}`` would cost a descent)."""
+    return {"properties": dict.fromkeys(keys, True), "required": list(keys)}
+
+
 def fields_in(definition: str, item: dict[str, Any]) -> dict[str, Any]:
     """The advertised schema of an item of a large reply whose fields ``item`` declares under the
     output schema's ``#/definitions/<definition>``: an object with ``item``'s required keys; the
     description points to the fields (the tests check replies against them)."""
-    return {"type": "object", "required": item["required"], "description": f"Fields: #/definitions/{definition}"}
+    return {"type": "object", **declared(*item["required"]), "description": f"Fields: #/definitions/{definition}"}
 
 
 # The reading tools' replies can hold thousands of entities and relations. Each is advertised as an
