@@ -47,6 +47,19 @@ def checked(schema: Any) -> Any:
     return {key: checked(value) for key, value in schema.items()}
 
 
+def undeclared_required(schema: Any, path: str = "#") -> list[str]:
+    """Where ``schema`` (definitions included) lists a ``required`` key its own schema object does
+    not declare in ``properties``: the schemas Ajv's strict mode (the TypeScript SDK's documented
+    strict validator; ``strictRequired``) refuses to compile, as ``path: key`` strings."""
+    if isinstance(schema, list):
+        return [found for i, item in enumerate(schema) for found in undeclared_required(item, f"{path}/{i}")]
+    if not isinstance(schema, dict):
+        return []
+    declared = schema.get("properties", {})
+    found = [f"{path}: {key}" for key in schema.get("required", []) if key not in declared]
+    return found + [hit for key, value in schema.items() for hit in undeclared_required(value, f"{path}/{key}")]
+
+
 # Every field of a reading tool's reply, as its output schema's definitions declare them.
 GRAPH_REPLY = jsonschema.Draft7Validator(checked(GRAPH_OUT))
 

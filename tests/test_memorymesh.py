@@ -21,7 +21,7 @@ from graph_memory.mcp.server import build_server
 from graph_memory.mcp.typed import load_schemas, load_typed_tools
 from graph_memory.service import MemoryService
 
-from helpers import call, checked
+from helpers import call, checked, undeclared_required
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 
@@ -190,6 +190,7 @@ async def test_reading_tools_check_nodes_and_edges_by_their_required_keys_and_de
         for bad in ({"nodes": [{"name": "a", "nodeType": "t"}], "edges": []}, {"nodes": [], "edges": [{"from": "a"}]},
                     {"nodes": []}):
             assert not advertised_check.is_valid({**reply, "data": bad})
+        assert undeclared_required(schema) == []   # Ajv's strict mode compiles it, definitions too
     # The writing tools' items stay checked field by field.
     assert listed["add_nodes"]["properties"]["data"]["properties"]["nodes"]["items"]["additionalProperties"] is False
 

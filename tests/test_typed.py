@@ -27,7 +27,7 @@ from graph_memory.mcp.server import build_server
 from graph_memory.mcp.typed import display_name, load_schemas, load_typed_tools
 from graph_memory.service import MemoryService
 
-from helpers import REPO, call, call_error
+from helpers import REPO, call, call_error, undeclared_required
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_backends]
 EXAMPLES = REPO / "examples" / "schemas"
@@ -214,6 +214,15 @@ def test_server_process_exits_1_naming_the_bad_schema(tmp_path: Path) -> None:
 
 
 # -- advertised schemas ---------------------------------------------------------------------------
+
+
+async def test_every_output_schema_declares_its_required_keys_for_strict_validators(typed: Any) -> None:
+    """Ajv in strict mode (the TypeScript SDK's documented strict validator) refuses a schema with a
+    ``required`` key its object does not declare, definitions included (a host that resolves them
+    compiles them): every tool, typed ones too (tests/test_ts_client.py compiles the listing)."""
+    tools = (await typed.list_tools()).tools
+    assert len(tools) > 20
+    assert {tool.name: undeclared_required(tool.output_schema) for tool in tools} == {tool.name: [] for tool in tools}
 
 
 async def test_typed_tools_are_advertised_with_real_json_schemas(typed: Any) -> None:

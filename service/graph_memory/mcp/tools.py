@@ -46,6 +46,14 @@ def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": required}
 
 
+def declared(*keys: str) -> dict[str, Any]:
+    """``{"required": keys}``, each key also declared in ``properties`` as ``true`` (anything):
+    Ajv in strict mode (the TypeScript SDK's documented strict validator) refuses to compile a
+    ``required`` key its schema object does not declare, and a ``true`` subschema costs a
+    pure-Python check almost nothing (an empty ``{}`` would cost a descent)."""
+    return {"properties": dict.fromkeys(keys, True), "required": list(keys)}
+
+
 ENTITY_IN = _object(
     {
         "name": _str("Unique name of the entity (exact, case-sensitive)"),
@@ -85,30 +93,9 @@ ENTITY_READ_OUT = {
                               "description": "view 'summary': instead of observations"},
          **_TIMES_OUT, "observationTimes": _array(_object(_TIMES_OUT, ["createdAt", "updatedAt"]))},
         ["name", "entityType"]),
-    "oneOf": [{"required": ["observations"]}, {"required": ["observationCount"]}],
+    "oneOf": [declared("observations"), declared("observationCount")],
 }
 RELATION_READ_OUT = _object({**RELATION_OUT["properties"], **_TIMES_OUT}, RELATION_OUT["required"])
-
-
-def _graph_out(entity: dict[str, Any], relation: dict[str, Any]) -> dict[str, Any]:
-    return _object(
-        {
-            "entities": _array(entity),
-            "relations": _array(relation),
-            "neighbors": _array(entity, "Entities at the far end of the returned relations that are "
-                                        "not themselves in 'entities'"),
-            "nextCursor": _str("Present when there is more: pass it as cursor to get the next page"),
-        },
-        ["entities", "relations", "neighbors"],
-    )
-
-
-def declared(*keys: str) -> dict[str, Any]:
-    """``{"required": keys}``, each key also declared in ``properties`` as ``true`` (anything):
-    Ajv in strict mode (the TypeScript SDK's documented strict validator) refuses to compile a
-    ``required`` key its schema object does not declare, and a ``true`` subschema costs a
-    pure-Python check almost nothing (an empty ``{}`` would cost a descent)."""
-    return {"properties": dict.fromkeys(keys, True), "required": list(keys)}
 
 
 def fields_in(definition: str, item: dict[str, Any]) -> dict[str, Any]:
@@ -125,8 +112,18 @@ def fields_in(definition: str, item: dict[str, Any]) -> dict[str, Any]:
 # 2.5 % search at 10,000 entities through that client, 330 of its 700 ms for read_graph
 # (docs/benchmarks.md, "The output schema's shape"). The TypeScript client's compiled check costs
 # under 2 ms either way.
+_ENTITY_ITEM = fields_in("entity", ENTITY_READ_OUT)
 GRAPH_OUT = {
-    **_graph_out(fields_in("entity", ENTITY_READ_OUT), fields_in("relation", RELATION_READ_OUT)),
+    **_object(
+        {
+            "entities": _array(_ENTITY_ITEM),
+            "relations": _array(fields_in("relation", RELATION_READ_OUT)),
+            "neighbors": _array(_ENTITY_ITEM, "Entities at the far end of the returned relations that are "
+                                              "not themselves in 'entities'"),
+            "nextCursor": _str("Present when there is more: pass it as cursor to get the next page"),
+        },
+        ["entities", "relations", "neighbors"],
+    ),
     "definitions": {"entity": ENTITY_READ_OUT, "relation": RELATION_READ_OUT},
 }
 DELETE_OUT_BASE = {"success": {"type": "boolean"}, "message": _str()}
