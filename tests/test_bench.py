@@ -87,9 +87,10 @@ def test_client_validation_is_measured_and_taken_out_of_both_sides(quick_result:
         assert op["validation_p50"] > 0, key
         assert op["net_p50"] < op["p50"] and op["net_floor_p50"] < op["floor_p50"], key
         assert op["net_ratio"] == pytest.approx(op["net_p50"] / op["net_floor_p50"]), key
-    # A result of 1 % of the entities with their neighbors costs the client far more to check
-    # than one entity does.
-    assert ops["search_common"]["validation_p50"] > 5 * ops["open_nodes"]["validation_p50"]
+    # A result of 1 % of the entities with their neighbors costs the client more to check than one
+    # entity does: the clock follows the reply. (About 5x at 1,000 entities since the reading tools'
+    # schemas check only each item's required keys; 2x leaves room for a noisy machine.)
+    assert ops["search_common"]["validation_p50"] > 2 * ops["open_nodes"]["validation_p50"]
 
 
 def test_report_renders_tables_and_targets(quick_result: dict[str, Any]) -> None:
