@@ -278,8 +278,6 @@ REFUSED_CASES: list[tuple[str, bytes, int, int | None, str]] = [
      2, None, 'field "relationType" is missing'),
     ("not JSON", jsonl(ent("A"), "{not json", ent("B")), 2, None, "not valid JSON"),
     ("two objects on one line", jsonl(ent("A"), ent("B") + ent("C")), 2, None, "two JSON values on one line"),
-    ("invalid UTF-8", jsonl(ent("A")) + b'{"type":"entity","name":"caf\xc3(","entityType":"t","observations":[]}\n',
-     2, len(jsonl(ent("A"))) + len(b'{"type":"entity","name":"caf'), "invalid UTF-8"),
 ]
 
 
@@ -298,6 +296,32 @@ def test_refused_legacy_case_names_the_line_and_leaves_the_database_untouched(
     assert caught.value.line == line_number and caught.value.offset == offset
     assert reason in caught.value.reason and f"line {line_number}" in str(caught.value)
     assert snapshot(store) == before and file_state(store.path) == files_before
+    assert path.read_bytes() == data
+
+
+# Bytes that are not UTF-8, and what Node's UTF-8 decoder (the reference server's
+# readFile(path, "utf-8")) reads for them: one U+FFFD per maximal bad sequence.
+NOT_UTF8 = [(b"caf\xe9", "caf\ufffd"), (b"\xc3(", "\ufffd("), (b"\xe2\x82(", "\ufffd("),
+            (b"\xf0\x80\x80", "\ufffd" * 3), (b"\xed\xa0\x80", "\ufffd" * 3), (b"\xff\xfe", "\ufffd" * 2),
+            (b"\xf4\x90\x80\x80", "\ufffd" * 4), (b"a\xc0\xafb", "a\ufffd\ufffdb"), (b"\xf0\x9f\x98", "\ufffd")]
+
+
+@pytest.mark.parametrize(("raw", "read"), NOT_UTF8, ids=[repr(raw) for raw, _ in NOT_UTF8])
+def test_bytes_that_are_not_utf8_import_as_the_reference_server_reads_them(store: Store, tmp_path: Path,
+                                                                           raw: bytes, read: str) -> None:
+    """A file saved in another encoding (an editor's Latin-1 "café") loads in the reference server;
+    its import neither refuses the file nor drops the line's entity: each bad sequence becomes
+    U+FFFD, the lines are listed, the file is left as it was."""
+    data = (jsonl(ent("A")) + b'{"type":"entity","name":"N' + raw + b'","entityType":"t","observations":["o'
+            + raw + b'"]}\n' + jsonl(rel("A", "N" + read)) + b'{"type":"entity","name":"B","entityType":"t",'
+            b'"observations":["' + raw + b'"]}')
+    path = tmp_path / "memory.jsonl"
+    path.write_bytes(data)
+    report = import_file(store, path)
+    assert snapshot(store) == ([("A", "person", []), ("N" + read, "t", ["o" + read]), ("B", "t", [read])],
+                               [("A", "N" + read, "knows")])
+    assert report.replaced_utf8_lines == [2, 4] and report.file["replaced_utf8_lines"] == 2
+    assert report.to_dict()["replaced_utf8_lines"] == [2, 4]
     assert path.read_bytes() == data
 
 

@@ -316,17 +316,14 @@ def test_non_string_entity_type_is_refused() -> None:
     )
 
 
-def test_invalid_utf8_is_refused_with_the_exact_byte_offset(tmp_path: Path) -> None:
+def test_invalid_utf8_reads_as_u_fffd_and_names_its_line(tmp_path: Path) -> None:
     first = b"\xef\xbb\xbf" + ent("Zoë 🚀").encode() + b"\r\n"
     second = b'{"type":"entity","name":"caf\xc3\xa9 \xc3(","entityType":"t","observations":[]}\n'
-    offset = len(first) + second.index(b"\xc3(")
     path = write_file(tmp_path, first + second + ent("C").encode())
-    with pytest.raises(LegacyFormatError) as caught:
-        read_legacy(path)
-    assert caught.value.offset == offset
-    assert caught.value.line == 2
-    assert "UTF-8" in caught.value.reason
-    assert f"byte offset {offset}" in str(caught.value)
+    graph = read_legacy(path)
+    assert [e.name for e in graph.entities] == ["Zoë 🚀", "café \ufffd(", "C"]
+    assert graph.replaced_utf8_lines == [2] and graph.summary()["replaced_utf8_lines"] == 1
+    assert graph.invalid_lines == [] and graph.lines == 3
 
 
 def test_two_json_objects_on_one_line_are_refused_with_the_line_number() -> None:
@@ -404,19 +401,17 @@ def test_skip_invalid_lists_bad_lines_and_keeps_the_good_ones(tmp_path: Path) ->
         parse_legacy(data)
 
 
-def test_skip_invalid_skips_only_the_line_with_invalid_utf8() -> None:
+def test_invalid_utf8_in_a_crlf_file_with_a_bom_is_read_as_u_fffd_in_its_line() -> None:
     first = b"\xef\xbb\xbf" + ent("A").encode() + b"\n"
     second = b'{"type":"entity","name":"\xff","entityType":"t","observations":[]}\r\n'
     third = ent("B").encode() + b"\n"
     fourth = rel("A", "B").encode()
-    graph = parse_legacy(first + second + third + fourth, skip_invalid=True)
-    assert [e.name for e in graph.entities] == ["A", "B"]
-    assert relation_keys(graph) == [("A", "B", "knows")]
-    offset = len(first) + second.index(b"\xff")
-    assert graph.invalid_lines == [
-        SkippedLine(2, f"invalid UTF-8 at byte offset {offset} (invalid start byte)")
-    ]
-    assert graph.lines == 4
+    for skip_invalid in (False, True):
+        graph = parse_legacy(first + second + third + fourth, skip_invalid=skip_invalid)
+        assert [e.name for e in graph.entities] == ["A", "\ufffd", "B"]
+        assert relation_keys(graph) == [("A", "B", "knows")]
+        assert graph.invalid_lines == [] and graph.replaced_utf8_lines == [2]
+        assert graph.lines == 4
 
 
 # --- the single-document form ------------------------------------------------------------------
@@ -619,8 +614,9 @@ def test_random_unicode_graphs_round_trip_write_then_parse(
 
 def test_lines_read_as_bytes_read_as_decoded_lines_do() -> None:
     """A file of valid UTF-8 gives orjson its lines as bytes, undecoded (issue 15: decoding each
-    line first cost ~2 s per reading of a 1,000,000-entity file); a file with a bad byte decodes
-    each line first. Both readings of the same lines agree on everything but the bad line."""
+    line first cost ~2 s per reading of a 1,000,000-entity file); a file with a bad byte is
+    decoded (U+FFFD for the bad bytes) and read as text. Both readings of the same lines agree on
+    everything but the bad line."""
     lines = [
         b"\xef\xbb\xbf" + ent("Zo\u00eb \U0001f680", "person", ["caf\u00e9", "caf\u00e9"]).encode(),
         ent("Lone", "t", []).replace("Lone", "Lone \\ud800").encode(),  # a lone surrogate escape
@@ -636,8 +632,11 @@ def test_lines_read_as_bytes_read_as_decoded_lines_do() -> None:
     data = b"\n".join(lines) + b"\n"
     whole = parse_legacy(data, skip_invalid=True)
     with_bad_byte = parse_legacy(data + b"\xff\n", skip_invalid=True)
+    # the bad line reads as "\ufffd": not JSON, so it is an invalid line (and listed as replaced)
     assert [s.line for s in with_bad_byte.invalid_lines] == [s.line for s in whole.invalid_lines] + [len(lines) + 1]
+    assert with_bad_byte.replaced_utf8_lines == [len(lines) + 1] and whole.replaced_utf8_lines == []
     with_bad_byte.invalid_lines.pop()
+    with_bad_byte.replaced_utf8_lines.clear()
     with_bad_byte.lines -= 1
     assert with_bad_byte == whole
     assert entity_tuples(whole)[0] == ("Zo\u00eb \U0001f680", "person", ["caf\u00e9", "tea"])

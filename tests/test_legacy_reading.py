@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graph_memory.errors import LegacyFormatError
-from graph_memory.legacy import _first_utf8_error, parse_legacy
+from graph_memory.legacy import _first_utf8_error, _lines_not_utf8, parse_legacy
 
 SAMPLES = [
     b"abc\n\xe2\x82\xac\n\xe2A\nxyz",        # a lead byte followed by a newline-free non-continuation
@@ -27,18 +26,27 @@ def test_utf8_is_checked_in_pieces_with_the_errors_of_one_decode(data: bytes, pi
     assert (found and (found.start, found.end, found.reason)) == expected
 
 
+@pytest.mark.parametrize("data", SAMPLES)
+def test_the_lines_listed_as_not_utf8_are_those_that_do_not_decode(data: bytes) -> None:
+    expected = []
+    for number, line in enumerate(data.split(b"\n"), 1):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            expected.append(number)
+    assert _lines_not_utf8(data) == expected
+
+
 def test_a_first_line_that_looks_like_a_document_is_still_a_jsonl_line() -> None:
     data = b'{"entities": [], "relations": []}\n{"type":"entity","name":"A","entityType":"p","observations":["x"]}\n'
     graph = parse_legacy(data)
     assert [e.name for e in graph.entities] == ["A"] and graph.lines == 2 and graph.skipped_lines[0].line == 1
 
 
-def test_invalid_utf8_late_in_a_jsonl_file_names_its_line_and_offset() -> None:
+def test_invalid_utf8_late_in_a_jsonl_file_names_its_line() -> None:
     good = b'{"type":"entity","name":"A","entityType":"p","observations":[]}\n'
     data = good * 3 + b'{"type":"entity","name":"\xff","entityType":"p","observations":[]}\n' + good
-    with pytest.raises(LegacyFormatError) as caught:
-        parse_legacy(data)
-    assert caught.value.line == 4 and caught.value.offset == data.index(b"\xff")
-    graph = parse_legacy(data, skip_invalid=True)
-    assert [(s.line, "byte offset" in s.reason) for s in graph.invalid_lines] == [(4, True)]
-    assert graph.lines == 5 and [e.name for e in graph.entities] == ["A"]
+    for skip_invalid in (False, True):
+        graph = parse_legacy(data, skip_invalid=skip_invalid)
+        assert graph.replaced_utf8_lines == [4] and graph.invalid_lines == []
+        assert graph.lines == 5 and [e.name for e in graph.entities] == ["A", "\ufffd"]

@@ -4,7 +4,11 @@ review found by driving a fresh install as a switching user would."""
 
 from __future__ import annotations
 
+import json
+import os
 import shlex
+import subprocess
+import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -52,19 +56,33 @@ def test_sqlite_file_named_memory_jsonl_backup_hint_names_that_file(tmp_path: Pa
         graph_memory_command("backup", "DEST", database=sqlite_file)
 
 
-def test_bad_utf8_offers_skip_invalid(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Invalid UTF-8 in one line is a fault in a line (--skip-invalid skips just that line), yet
-    neither the refused start nor `graph-memory import` suggests --skip-invalid for it."""
+def test_a_file_saved_in_another_encoding_imports_as_the_reference_server_reads_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A line an editor saved in cp1252 ("caf\\xe9") loads in the reference server as "caf\ufffd";
+    the first start used to refuse the file and --skip-invalid dropped the whole entity. Both the
+    first start and `graph-memory import` take it as the reference server reads it and say so."""
     legacy = tmp_path / "memory.jsonl"
-    legacy.write_bytes(LINE + b'{"type":"entity","name":"bad\xff","entityType":"p","observations":[]}\n')
-    assert len(read_legacy(legacy, skip_invalid=True).entities) == 1   # skipping works
-    with pytest.raises(LegacyFormatError) as caught:
-        read_legacy(legacy)
-    assert caught.value.skippable
-    code = cli.main(["import", str(legacy), "--database", str(tmp_path / "memory.db")])
-    _, err = capsys.readouterr()
+    data = LINE + b'{"type":"entity","name":"Bob","entityType":"p","observations":["caf\xe9 au lait"]}\n'
+    legacy.write_bytes(data)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+    env.update(MEMORY_FILE_PATH=str(legacy), MEMORY_LOG_FORMAT="json", HOME=str(tmp_path))
+    done = subprocess.run([sys.executable, "-m", "graph_memory"], stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert done.returncode == 0 and done.stdout == "", done.stderr
+    warned = [json.loads(x) for x in done.stderr.splitlines() if "legacy_invalid_utf8_replaced" in x]
+    assert [(w["lines"], w["first_lines"], w["level"]) for w in warned] == [(1, [2], "warning")]
+    store = Store.open(tmp_path / "memory.db")
+    try:
+        entities = store.run_read(graph.read_graph).entities
+        assert [(e.name, e.observations) for e in entities] == [("Alice", ["likes tea"]),
+                                                                 ("Bob", ["caf\ufffd au lait"])]
+    finally:
+        store.close()
+    assert legacy.read_bytes() == data
+    code = cli.main(["import", str(legacy), "--database", str(tmp_path / "other.db")])
+    out, _ = capsys.readouterr()
     configure_logging("warning", "console")
-    assert code == 1 and "--skip-invalid" in err
+    assert code == 0 and "bytes that are not UTF-8 on 1 line (2) with U+FFFD" in out, out
 
 
 def test_two_backups_into_one_folder_in_the_same_second_are_both_kept(tmp_path: Path,

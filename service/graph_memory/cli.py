@@ -366,6 +366,10 @@ def _print_import(report: ImportReport) -> None:
     if replaced := f.get("replaced_surrogates", 0):
         print(f"  replaced:      {plural(replaced, 'lone surrogate')} (half of a character, such as an emoji a "
               f"client cut) with U+FFFD")
+    if bad_utf8 := report.replaced_utf8_lines:
+        shown = ", ".join(map(str, bad_utf8[:10])) + (", …" if len(bad_utf8) > 10 else "")
+        print(f"  replaced:      bytes that are not UTF-8 on {plural(len(bad_utf8), 'line')} ({shown}) with U+FFFD, "
+              f"as the reference server reads them (the file is unchanged)")
     for label, labels, lines in (("skipped line", "skipped lines", report.skipped_lines),
                                  ("invalid line (skipped)", "invalid lines (skipped)", report.invalid_lines)):
         for number, reason in lines[:_LISTED_LINES]:

@@ -78,6 +78,7 @@ class ImportReport:
     file: dict[str, int] = field(default_factory=dict)
     skipped_lines: list[tuple[int, str]] = field(default_factory=list)
     invalid_lines: list[tuple[int, str]] = field(default_factory=list)
+    replaced_utf8_lines: list[int] = field(default_factory=list)   # read with U+FFFD for bytes not UTF-8
 
     @classmethod
     def for_graph(cls, legacy: LegacyGraph | LegacyStream, *, source: str, database: str | None,
@@ -87,7 +88,8 @@ class ImportReport:
         graph = legacy.scan if isinstance(legacy, LegacyStream) else legacy
         return cls(source=source, database=database, dry_run=dry_run, file=graph.summary(),
                    skipped_lines=[(s.line, s.reason) for s in graph.skipped_lines],
-                   invalid_lines=[(s.line, s.reason) for s in graph.invalid_lines])
+                   invalid_lines=[(s.line, s.reason) for s in graph.invalid_lines],
+                   replaced_utf8_lines=list(graph.replaced_utf8_lines))
 
     def counts(self) -> dict[str, int]:
         """The database-side counts as ``{name: int}``."""
@@ -110,6 +112,7 @@ class ImportReport:
             "file": self.file,
             "skipped_lines": [{"line": n, "reason": r} for n, r in self.skipped_lines],
             "invalid_lines": [{"line": n, "reason": r} for n, r in self.invalid_lines],
+            "replaced_utf8_lines": self.replaced_utf8_lines,
         }
 
     def log_fields(self) -> dict[str, Any]:
@@ -519,6 +522,11 @@ def log_first_start_import(report: ImportReport) -> None:
         log.warning("legacy_lone_surrogates_replaced", path=report.source, replaced=replaced,
                     hint="the file holds halves of characters (such as an emoji a client cut in two); each "
                          "half was imported as U+FFFD")
+    if lines := report.replaced_utf8_lines:
+        log.warning("legacy_invalid_utf8_replaced", path=report.source, lines=len(lines), first_lines=lines[:10],
+                    hint="these lines hold bytes that are not UTF-8 (text saved in another encoding, such as "
+                         "Latin-1); each bad sequence was imported as U+FFFD, as the reference server reads it. "
+                         "The file is unchanged: its original bytes are still there")
     for number, reason in report.skipped_lines:
         log.warning("legacy_line_skipped", path=report.source, line=number, reason=reason)
 

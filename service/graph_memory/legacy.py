@@ -16,9 +16,13 @@ touches a database. Rules come from docs/INTERFACE.md, section "Legacy JSONL":
   also half an emoji) is replaced with U+FFFD and counted (``replaced_surrogates``), as the stdio
   and HTTP transports do (:mod:`graph_memory.surrogates` says why); a valid pair stays the
   character;
-* invalid UTF-8, a line that is not one JSON object, or a missing / mistyped required field
-  refuses the file (:class:`LegacyFormatError` with the line, and the byte offset for bad bytes),
-  unless ``skip_invalid`` is set, in which case such lines are listed and skipped;
+* bytes that are not UTF-8 (a line saved by an editor in Latin-1 or cp1252: ``caf\xe9``) are read
+  as U+FFFD, each maximal bad sequence one, as the reference server's ``readFile(path, "utf-8")``
+  reads them; the lines holding them are listed (``replaced_utf8_lines``) and the file itself is
+  never changed, so the original bytes stay there;
+* a line that is not one JSON object, or a missing / mistyped required field refuses the file
+  (:class:`LegacyFormatError` with the line), unless ``skip_invalid`` is set, in which case such
+  lines are listed and skipped;
 * duplicate entity names merge (first position and type kept, observations unioned), duplicate
   observations and duplicate relation triples collapse, relations to unknown entities are kept.
 
@@ -35,6 +39,7 @@ asked for (``with_weights``), after the reference's keys, on relations whose wei
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import re
@@ -110,7 +115,8 @@ class LegacyGraph:
     ``unknown_keys`` counts extra keys (one per key, per line or item) that were ignored; a
     relation's ``weight`` is read, not counted.
     ``replaced_surrogates`` counts lone surrogates (half of an emoji a client cut) replaced with
-    U+FFFD.
+    U+FFFD; ``replaced_utf8_lines`` lists the physical lines (1-based, in either form) whose
+    bytes were not UTF-8 and were read with U+FFFD in their place.
     """
 
     entities: list[Entity]
@@ -123,6 +129,7 @@ class LegacyGraph:
     dangling_relations: int = 0
     unknown_keys: int = 0
     replaced_surrogates: int = 0
+    replaced_utf8_lines: list[int] = field(default_factory=list)
     skipped_lines: list[SkippedLine] = field(default_factory=list)
     invalid_lines: list[SkippedLine] = field(default_factory=list)
     # relations marked as materialized inverses: triple → the relation type of their primary
@@ -138,8 +145,8 @@ class LegacyGraph:
 
         Keys: ``entities, observations, relations, lines, merged_entities, type_conflicts,
         collapsed_observations, duplicate_relations, dangling_relations, unknown_keys,
-        replaced_surrogates, skipped_lines, invalid_lines`` (the last two are the lengths of the
-        lists).
+        replaced_surrogates, replaced_utf8_lines, skipped_lines, invalid_lines`` (the last three are
+        the lengths of the lists).
         """
         return {
             "entities": len(self.entities),
@@ -153,6 +160,7 @@ class LegacyGraph:
             "dangling_relations": self.dangling_relations,
             "unknown_keys": self.unknown_keys,
             "replaced_surrogates": self.replaced_surrogates,
+            "replaced_utf8_lines": len(self.replaced_utf8_lines),
             "skipped_lines": len(self.skipped_lines),
             "invalid_lines": len(self.invalid_lines),
         }
@@ -355,34 +363,36 @@ def _first_utf8_error(data: bytes, piece: int = 1 << 20) -> UnicodeDecodeError |
     return None
 
 
-def _iter_lines(data: bytes, builder: _Builder, *, valid: bool = False) -> Iterator[str | bytes | None]:
-    """The physical lines of ``data`` (``\\n`` only; a final newline does not start a new line),
-    decoded one at a time; a line with invalid UTF-8 is rejected (for ``skip_invalid``) as None.
-    The first line loses a UTF-8 BOM. ``valid``: ``data`` is known to be valid UTF-8, and the
-    lines are given as bytes, undecoded (orjson reads them as they are: at 1,000,000 entities
-    decoding each line first cost ~2 s of each reading of the file)."""
+def _iter_lines(data: bytes) -> Iterator[bytes]:
+    """The physical lines of ``data`` (valid UTF-8; ``\\n`` only; a final newline does not start a
+    new line), as bytes, undecoded (orjson reads them as they are: at 1,000,000 entities decoding
+    each line first cost ~2 s of each reading of the file). The first line loses a UTF-8 BOM."""
     start, number = 0, 0
     while start < len(data):
         end = data.find(b"\n", start)
         if end == -1:
             end = len(data)
         number += 1
-        line: str | bytes | None
-        if valid:
-            line = data[start:end]
-            if number == 1:
-                line = line.removeprefix(_BOM_BYTES)
-        else:
-            try:
-                line = data[start:end].decode("utf-8")
-            except UnicodeDecodeError as exc:
-                offset = start + exc.start
-                builder.reject(number, f"invalid UTF-8 at byte offset {offset} ({exc.reason})", offset=offset)
-                line = None
-            if number == 1 and line is not None:
-                line = line.removeprefix(_BOM)
-        yield line
+        line = data[start:end]
+        yield line.removeprefix(_BOM_BYTES) if number == 1 else line
         start = end + 1
+
+
+def _lines_not_utf8(data: bytes) -> list[int]:
+    """The 1-based numbers of the lines of ``data`` (``\\n``-separated) that are not valid UTF-8,
+    each line checked in place (a memoryview: no copy of the file)."""
+    view, bad, start, number = memoryview(data), [], 0, 0
+    while start < len(data):
+        end = data.find(b"\n", start)
+        if end == -1:
+            end = len(data)
+        number += 1
+        try:
+            codecs.utf_8_decode(view[start:end], "strict", True)
+        except UnicodeDecodeError:
+            bad.append(number)
+        start = end + 1
+    return bad
 
 
 def _surely_jsonl(data: bytes) -> bool:
@@ -520,7 +530,7 @@ def parse_legacy(data: bytes, *, skip_invalid: bool = False, path: str | None = 
 def _scan(data: bytes, builder: _Builder) -> Iterator[None]:
     """Read ``data`` (a whole legacy file) into ``builder`` line by line (item by item for the
     single-document form), yielding after each; :func:`parse_legacy` gives the rules and errors."""
-    path, skip_invalid = builder.path, builder.skip_invalid
+    path = builder.path
     if data.startswith(_SQLITE_HEADER):
         if path is not None and os.path.splitext(path)[1].lower() not in (".jsonl", ".json"):
             raise LegacyFormatError("this is a SQLite database, not a reference-server memory file; to copy "
@@ -534,24 +544,15 @@ def _scan(data: bytes, builder: _Builder) -> Iterator[None]:
                                 "MEMORY_FILE_PATH (or --database) at that name", path=path)
     error = _first_utf8_error(data)
     if error is None and _surely_jsonl(data):
-        yield from _scan_lines(_iter_lines(data, builder, valid=True), builder)
+        yield from _scan_lines(_iter_lines(data), builder)
         return
-    try:
-        if error is not None:
-            raise error
+    if error is None:
         text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        if not skip_invalid:
-            bad = data[exc.start]
-            raise LegacyFormatError(
-                f"invalid UTF-8: byte 0x{bad:02x} ({exc.reason})",
-                path=path,
-                line=data.count(b"\n", 0, exc.start) + 1,
-                offset=exc.start,
-                skippable=True,  # --skip-invalid skips that line only
-            ) from None
-        yield from _scan_lines(_iter_lines(data, builder), builder)
-        return
+    else:
+        # Read as the reference server reads it (Node's UTF-8 decoder: U+FFFD per maximal bad
+        # sequence, as Python's "replace"): its memory, not a refused start or a dropped entity.
+        text = data.decode("utf-8", "replace")
+        builder.graph.replaced_utf8_lines.extend(_lines_not_utf8(data))
     text = text.removeprefix(_BOM)
     doc = _as_document(text, builder.dialect.document_keys)
     if doc is not None:
