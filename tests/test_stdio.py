@@ -181,6 +181,34 @@ def test_a_line_that_is_not_json_rpc_gets_the_json_rpc_error_reply(tmp_path: Pat
     assert b"secret" not in result.stderr and b"this is not json" not in result.stderr  # logs name the fault only
 
 
+def test_a_request_nested_deeper_than_the_parser_reads_is_answered_with_its_own_id(tmp_path: Path) -> None:
+    """JSON nested past pydantic-core's ~200 levels is valid JSON the SDK cannot read: it was
+    answered as a parse error with id null, and the client waited for its id until it timed out
+    (the reference server answers at any depth). Now the refusal carries the request's id (found
+    without parsing what is nested) and says what to change; the session goes on."""
+    def call(request_id: str, depth: int, id_last: bool = False) -> str:
+        nested = "[" * depth + "]" * depth
+        body = (f'"method":"tools/call","params":{{"name":"open_nodes","arguments":{{"names":["a"],'
+                f'"x":{nested}}}}}')
+        return ("{" + body + f',"jsonrpc":"2.0","id":{request_id}}}' if id_last
+                else f'{{"jsonrpc":"2.0","id":{request_id},' + body + "}")
+    lines = [json.dumps(handshake()[0]), call("7", 150), call("8", 250), call('"deep \\"x\\""', 5000),
+             call("9", 100_000, id_last=True), call("1.5", 300), json.dumps({"jsonrpc": "2.0", "id": 2,
+                                                                             "method": "tools/list"})]
+    command = [str(EXE)] if EXE.exists() else [sys.executable, "-m", "graph_memory"]
+    result = subprocess.run(command, input="".join(line + "\n" for line in lines).encode(), capture_output=True,
+                            timeout=120, env=server_env(tmp_path, tmp_path / "memory.db"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    replies = [json.loads(line) for line in result.stdout.decode().splitlines()]
+    answers = {r.get("id"): r for r in replies}   # a tool call is answered when it is done
+    assert len(replies) == 7 and set(answers) == {0, 7, 8, 'deep "x"', 9, None, 2}
+    assert "result" in answers[7]            # 150 levels: read as usual (an unknown key is ignored)
+    for refused in (answers[8], answers['deep "x"'], answers[9], answers[None]):   # 1.5: no usable id
+        assert refused["error"]["code"] == -32600, refused
+        assert "nests arrays and objects deeper than the server reads" in refused["error"]["message"]
+    assert len(answers[2]["result"]["tools"]) >= 9  # the session goes on
+
+
 def test_a_client_that_stops_reading_stdout_ends_the_session_without_a_traceback(tmp_path: Path) -> None:
     command = [str(EXE)] if EXE.exists() else [sys.executable, "-m", "graph_memory"]
     db = tmp_path / "memory.db"

@@ -5,6 +5,9 @@ over stdio and over HTTP (kept free of the HTTP stack: the stdio path imports it
 
 from __future__ import annotations
 
+import json
+import re
+
 from graph_memory.wording import json_type
 
 
@@ -23,3 +26,33 @@ def message_problem(message: object, carrier: str) -> str | None:
     if "result" in message or "error" in message:
         return None
     return 'a request or notification needs a "method" (a response: "result" or "error")'
+
+
+# A JSON string (escapes included), or one bracket: the tokens that decide nesting.
+_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]]')
+_COLON = re.compile(r"[ \t\r\n]*:[ \t\r\n]*")
+
+
+def top_level_id(text: str) -> int | str | None:
+    """The ``"id"`` member of the JSON object ``text`` when it is a string or an integer, found
+    without parsing what is nested (a line too deeply nested for any parser still names its
+    request); None when there is none or it is of another kind. Linear in ``text``."""
+    depth = 0
+    for token in _TOKEN.finditer(text):
+        value = token.group()
+        if value in "{[":
+            depth += 1
+        elif value in "}]":
+            depth -= 1
+        elif depth == 1 and (colon := _COLON.match(text, token.end())) is not None:
+            if json.loads(value) != "id":
+                continue
+            try:
+                found, _ = _DECODER.raw_decode(text, colon.end())
+            except (ValueError, RecursionError):
+                return None
+            return found if type(found) in (int, str) else None
+    return None
+
+
+_DECODER = json.JSONDecoder()

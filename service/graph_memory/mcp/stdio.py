@@ -56,7 +56,7 @@ from pydantic import ValidationError
 from graph_memory.logs import get_logger
 from graph_memory.mcp.bounds import refused_line
 from graph_memory.mcp.jsontext import dumps_line, dumps_line_parts, dumps_line_utf8, escape_non_ascii
-from graph_memory.mcp.messages import message_problem
+from graph_memory.mcp.messages import message_problem, top_level_id
 from graph_memory.surrogates import log_replaced, repair_json_text
 
 # How long, at end of input, the server waits for the replies of requests still in flight.
@@ -286,17 +286,24 @@ def invalid_message_reply(error: ValidationError, line: str | None = None) -> Se
     is skipped."""
     faults = error.errors()
     inputs = [fault.get("input") for fault in faults]
+    request_id = None
     if any(fault["type"] == "json_invalid" for fault in faults):
         if all(isinstance(value, str) and not value.strip() for value in inputs):
             return None  # an empty or whitespace-only line: nothing was sent
         code, what = PARSE_ERROR, "Parse error: the line is not valid JSON"
+        if line is not None and any("recursion limit" in fault["msg"] for fault in faults):
+            # Valid JSON, nested deeper than the SDK's parser reads (~200 levels): a request
+            # all the same, so the answer carries its id, or its client would wait for ever.
+            code, request_id = INVALID_REQUEST, top_level_id(line)
+            what = (f"Invalid Request: the message nests arrays and objects deeper than the server reads "
+                    f"(about {_MAX_NESTING} levels); send the data less deeply nested")
     else:
         code, what = INVALID_REQUEST, "Invalid Request: the line is JSON but not a JSON-RPC 2.0 message"
         problem = _line_problem(line)
         if problem is not None:
             what = f"Invalid Request: {problem}"
     request_id = next((value["id"] for value in inputs if isinstance(value, dict)
-                       and type(value.get("id")) in (int, str)), None)
+                       and type(value.get("id")) in (int, str)), request_id)
     # The kinds of fault only: the line itself may hold the user's data.
     log.warning("invalid_message", code=code, faults=sorted({fault["type"] for fault in faults})[:5])
     return SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(
@@ -338,6 +345,8 @@ UNUSABLE_ID = ("the request's id must be a string or an integer (true, a number 
 # -- the transport: stdin and stdout on the event loop ----------------------------------------------
 
 # The longest line read (bytes): the SDK's own reader has no limit either; asyncio needs one.
+# How deeply the SDK's JSON parser (pydantic-core) nests arrays and objects.
+_MAX_NESTING = 200
 _LINE_LIMIT = sys.maxsize
 # A line longer than this (characters) is written in pieces of this size.
 _PIECE = 1 << 20
