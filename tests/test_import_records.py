@@ -423,6 +423,33 @@ def test_a_changed_legacy_file_gets_one_warning_with_the_exact_merge_command(tmp
     assert quiet.returncode == 0 and [e for e in events(quiet.stderr) if e["level"] == "warning"] == []
 
 
+def test_the_changed_file_warning_and_the_dry_run_say_what_a_merge_would_bring_back(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A newcomer QA pass: after deleting Bob through the tools and adding Carol to the file, the
+    command the warning suggested merged the whole file and Bob came back, and neither the
+    warning nor the dry run (counts only) said so. Now the warning says it and points to the dry
+    run first, and the dry run names every entity it would create and when the file was imported."""
+    legacy, db = tmp_path / "memory.jsonl", tmp_path / "memory.db"
+    legacy.write_bytes(GOOD)
+    done = serve(tmp_path, legacy, mcp_session(("delete_entities", {"entityNames": ["Bob"]})))
+    assert done.returncode == 0 and "result" in replies(done)[1], done.stderr
+    legacy.write_bytes(GOOD + MORE)
+    (warning,) = [e for e in events(serve(tmp_path, legacy).stderr) if e["level"] == "warning"]
+    dry_run = graph_memory_command("import", "--dry-run", str(legacy), database=db)
+    assert "whatever was deleted from the memory since then comes back too" in warning["message"]
+    assert dry_run in warning["message"]
+    (recorded,) = records(db)
+    code, out, _ = run_cli(capsys, *shlex.split(dry_run)[1:])
+    assert code == 0 and '  would create:  "Bob", "Carol"\n' in out, out
+    assert f"this file was imported into this database at {recorded['recorded_at']}" in out
+    assert "deleted from the memory since (an import brings those back)" in out
+    code, out, _ = run_cli(capsys, *shlex.split(dry_run)[1:], "--json")
+    report = json.loads(out)
+    assert code == 0 and report["entities_to_create"] == ["Bob", "Carol"]
+    assert report["recorded"]["kind"] == "first_start" and report["recorded"]["recorded_at"] == recorded["recorded_at"]
+    assert contents(db)[0] == ["Alice"]   # the dry run wrote nothing
+
+
 def test_a_touched_but_identical_legacy_file_gives_no_warning(tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     configure_logging("info", "json")  # onto the captured stderr

@@ -33,6 +33,7 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PENDING = 0, 1, 2, 3
 # A progress bar appears only for work lasting longer than this (seconds), and only on a terminal.
 PROGRESS_DELAY = 0.5
 # The human import report lists at most this many skipped or invalid lines (--json lists all).
+_LISTED_NAMES = 20
 _LISTED_LINES = 50
 
 EXIT_STATUS_HELP = """\
@@ -370,6 +371,16 @@ def _print_import(report: ImportReport) -> None:
         shown = ", ".join(map(str, bad_utf8[:10])) + (", …" if len(bad_utf8) > 10 else "")
         print(f"  replaced:      bytes that are not UTF-8 on {plural(len(bad_utf8), 'line')} ({shown}) with U+FFFD, "
               f"as the reference server reads them (the file is unchanged)")
+    if report.dry_run and report.entities_to_create:
+        names = report.entities_to_create
+        shown = ", ".join(json.dumps(n, ensure_ascii=False) for n in names[:_LISTED_NAMES])
+        more = f" and {len(names) - _LISTED_NAMES} more (--json lists them all)" if len(names) > _LISTED_NAMES else ""
+        print(f"  would create:  {shown}{more}")
+        if (recorded := report.recorded) is not None and recorded.kind != "upgrade":
+            how = "recorded by" if recorded.kind == "baseline" else "imported into"
+            print(f"  note:          this file was {how} this database at {recorded.recorded_at}; the entities "
+                  f"above are not in it now: added to "
+                  f"the file since, or deleted from the memory since (an import brings those back)")
     for label, labels, lines in (("skipped line", "skipped lines", report.skipped_lines),
                                  ("invalid line (skipped)", "invalid lines (skipped)", report.invalid_lines)):
         for number, reason in lines[:_LISTED_LINES]:

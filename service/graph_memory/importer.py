@@ -79,6 +79,10 @@ class ImportReport:
     skipped_lines: list[tuple[int, str]] = field(default_factory=list)
     invalid_lines: list[tuple[int, str]] = field(default_factory=list)
     replaced_utf8_lines: list[int] = field(default_factory=list)   # read with U+FFFD for bytes not UTF-8
+    # A dry run only: the names of the entities the import would create, in file order, and the
+    # latest record of this file in the database (it was imported, or recorded, before).
+    entities_to_create: list[str] = field(default_factory=list)
+    recorded: ImportRecord | None = None
 
     @classmethod
     def for_graph(cls, legacy: LegacyGraph | LegacyStream, *, source: str, database: str | None,
@@ -113,6 +117,8 @@ class ImportReport:
             "skipped_lines": [{"line": n, "reason": r} for n, r in self.skipped_lines],
             "invalid_lines": [{"line": n, "reason": r} for n, r in self.invalid_lines],
             "replaced_utf8_lines": self.replaced_utf8_lines,
+            **({"entities_to_create": self.entities_to_create,
+                "recorded": self.recorded.to_dict() if self.recorded else None} if self.dry_run else {}),
         }
 
     def log_fields(self) -> dict[str, Any]:
@@ -135,6 +141,7 @@ def _plan(g: Graph, legacy: LegacyGraph, report: ImportReport) -> None:
         found = g.find_entity(entity.name)
         if found is None:
             report.entities_created += 1
+            report.entities_to_create.append(entity.name)
             report.observations_added += len(entity.observations)
         else:
             entity_id, entity_type = found
@@ -295,6 +302,7 @@ def plan_graph(backend: Backend | None, legacy: LegacyGraph | LegacyStream, *, s
     report = ImportReport.for_graph(legacy, source=source, dry_run=True,
                                     database=str(backend.path) if backend else database)
     if backend is None:
+        report.entities_to_create = [e.name for e in legacy.entities]
         report.entities_created = len(legacy.entities)
         report.observations_added = legacy.observation_count
         report.relations_created = len(legacy.relations)
@@ -302,6 +310,7 @@ def plan_graph(backend: Backend | None, legacy: LegacyGraph | LegacyStream, *, s
 
     def run(g: Graph) -> None:
         _plan(g, legacy, report)
+        report.recorded = g.latest_record(record_path(source))
 
     backend.run_read(run)
     return report
@@ -598,8 +607,11 @@ def warn_if_legacy_file_changed(backend: Backend, legacy_path: Path) -> str | No
                 size_bytes=state.size_bytes, mtime=state.mtime,
                 message=f"the legacy file {path} is {'newer than' if newer else 'different from'} what was "
                         f"{'recorded' if latest.kind == 'baseline' else 'imported'} into {backend.path} at "
-                        f"{latest.recorded_at}; it was not merged. To merge it (existing entities gain only "
-                        f"what they lack) run: {command}",
+                        f"{latest.recorded_at}; it was not merged. An import merges the whole file (existing "
+                        f"entities gain only what they lack), so whatever was deleted from the memory since then "
+                        f"comes back too: first see what it would add, entity by entity, with: "
+                        f"{graph_memory_command('import', '--dry-run', path, database=backend.path)}; then "
+                        f"merge it with: {command}",
                 merge_command=command)
     return "legacy_file_changed"
 
