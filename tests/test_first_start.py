@@ -205,6 +205,21 @@ def test_serve_refuses_a_bad_legacy_line_with_exit_1_and_touches_nothing(tmp_pat
         store.close()
 
 
+def test_a_named_legacy_file_that_does_not_exist_is_warned_about_once(tmp_path: Path) -> None:
+    """A newcomer QA pass: MEMORY_FILE_PATH=.../memroy.jsonl (a typo) started an empty memory
+    with info lines only. The start that creates the database now warns, naming both paths;
+    later starts and a database path without a legacy file say nothing."""
+    typo = tmp_path / "memroy.jsonl"
+    first = serve(tmp_path, typo)
+    assert first.returncode == 0, first.stderr
+    warnings = [e for e in map(json.loads, first.stderr.splitlines()) if e["level"] == "warning"]
+    assert [(w["event"], w["path"], w["database"]) for w in warnings] == [
+        ("legacy_file_missing", str(typo), str(tmp_path / "memroy.db"))]
+    assert "does not exist" in warnings[0]["message"] and "correct MEMORY_FILE_PATH" in warnings[0]["message"]
+    for done in (serve(tmp_path, typo), serve(tmp_path, tmp_path / "other.db")):
+        assert done.returncode == 0 and '"level": "warning"' not in done.stderr, done.stderr
+
+
 def test_serve_builds_the_new_database_aside_and_logs_its_import_once(tmp_path: Path) -> None:
     """What the built database holds and says is what a first start into a server-created
     database gives: the graph, one first_start record, no import still owed, WAL; logged under

@@ -37,6 +37,7 @@ from graph_memory.logs import get_logger
 from graph_memory.merge import BATCH_ROWS, FileTally, merge_records
 from graph_memory.meshfile import stream_memory_file
 from graph_memory.models import Entity, Relation
+from graph_memory.settings import LEGACY_SUFFIXES
 
 __all__ = ["FileState", "ImportRecord", "ImportReport", "Progress", "export_file", "first_start_import",
            "load_graph", "log_first_start_import", "plan_graph", "read_legacy_file", "record_path", "refused",
@@ -441,6 +442,8 @@ def first_start_import(backend: Backend, candidates: list[Path], *, progress: Pr
     """
     legacy_path = next((p for p in candidates if p.is_file()), None)
     if legacy_path is None:
+        if len(candidates) == 1 and candidates[0].suffix.lower() in LEGACY_SUFFIXES:
+            _warn_if_named_file_missing(backend, candidates[0])
         _settle_without_file(backend)
         return None
     action = backend.run_read(lambda g: g.first_start_action())
@@ -538,6 +541,23 @@ def log_first_start_import(report: ImportReport) -> None:
                          "The file is unchanged: its original bytes are still there")
     for number, reason in report.skipped_lines:
         log.warning("legacy_line_skipped", path=report.source, line=number, reason=reason)
+
+
+def _warn_if_named_file_missing(backend: Backend, named: Path) -> None:
+    """The start that creates the database found no legacy file where ``MEMORY_FILE_PATH`` names
+    one (a typo, another folder): say so, since the memory it starts is empty, not the user's.
+    Best effort, like the settling that follows."""
+    try:
+        owed = backend.run_read(lambda g: g.first_start_action()) == "import"
+    except GraphError:
+        return
+    if owed:
+        discover = graph_memory_command("import", "--discover", database=backend.path)
+        log.warning("legacy_file_missing", path=str(named), database=str(backend.path),
+                    message=f"MEMORY_FILE_PATH names the legacy file {named}, which does not exist (or is not a "
+                            f"file), so a new, empty memory was started in {backend.path}. If your memory is in "
+                            f"another file, correct MEMORY_FILE_PATH and restart (the new, empty database can be "
+                            f"deleted); {discover} lists the reference server's memory files")
 
 
 def _settle_without_file(backend: Backend) -> None:
