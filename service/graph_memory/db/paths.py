@@ -13,6 +13,7 @@ import stat
 from pathlib import Path
 
 from graph_memory.errors import StoreError
+from graph_memory.hints import graph_memory_command
 
 _SETTING = "MEMORY_FILE_PATH (or --database)"
 _KINDS = ((stat.S_ISFIFO, "named pipe (FIFO)"), (stat.S_ISCHR, "character device"),
@@ -80,7 +81,10 @@ def check_database_path(path: Path, *, must_exist: bool = False) -> None:
     found = _stat_or_refuse(path, "database")
     if found is None:
         if must_exist:
-            raise StoreError(f"no database at {path}; set {_SETTING} to the database file")
+            raise StoreError(f"no database at {path} yet: the server's first start creates it (and imports "
+                             f"the memory.jsonl that MEMORY_FILE_PATH names, or that lies beside it), as does "
+                             f"{graph_memory_command('import', 'FILE', database=path)}; if your database is "
+                             f"elsewhere, set {_SETTING} to that file")
         return
     if stat.S_ISDIR(found.st_mode):
         raise StoreError(f"{path} is a folder; name a file such as {path / 'memory.db'} in {_SETTING}. "
