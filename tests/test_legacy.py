@@ -326,6 +326,13 @@ def test_invalid_utf8_reads_as_u_fffd_and_names_its_line(tmp_path: Path) -> None
     assert graph.invalid_lines == [] and graph.lines == 3
 
 
+def test_a_cut_string_is_refused_with_its_column_said_once() -> None:
+    with pytest.raises(LegacyFormatError) as caught:
+        parse_legacy(b'{"type":"entity","name":"A","entityType":"t","observations":[]}\n{"type":"entity","name":"B')
+    assert caught.value.line == 2
+    assert "not valid JSON: Unterminated string starting at column 25" in caught.value.reason, caught.value.reason
+
+
 def test_two_json_objects_on_one_line_are_refused_with_the_line_number() -> None:
     data = "\n".join([ent("A"), ent("B"), ent("C") + ent("D"), ent("E")]).encode()
     with pytest.raises(LegacyFormatError) as caught:

@@ -77,6 +77,10 @@ async def test_delete_messages_agree_with_the_requested_count(client: Any) -> No
     assert out["message"] == "Deleted 1 of 1 relation"
     out = await call(client, "delete_observations", {"deletions": [{"entityName": "A", "observations": ["o"]}]})
     assert out["message"] == "Deleted 1 observation from 1 entity"
+    await call(client, "add_observations", {"observations": [{"entityName": "A", "contents": ["p", "q"]}]})
+    out = await call(client, "delete_observations", {"deletions": [{"entityName": "A", "observations": ["p"]},
+                                                                   {"entityName": "A", "observations": ["q"]}]})
+    assert out["message"] == "Deleted 2 observations from 1 entity"   # one entity, named twice
     out = await call(client, "delete_entities", {"entityNames": ["A"]})
     assert out["message"] == "Deleted 1 of 1 entity"
     out = await call(client, "delete_entities", {"entityNames": ["A", "B"]})

@@ -252,7 +252,8 @@ def _diagnose(line: str) -> str:
     try:
         _, end = _DECODER.raw_decode(line, start)
     except json.JSONDecodeError as exc:
-        return f"not valid JSON: {exc.msg} at column {exc.colno}"
+        # json's own messages may end in "at" ("Unterminated string starting at"): one "at" only
+        return f"not valid JSON: {exc.msg.removesuffix(' at')} at column {exc.colno}"
     rest = len(line) - len(line[end:].lstrip(_JSON_WS))
     try:
         _DECODER.raw_decode(line, rest)

@@ -351,7 +351,7 @@ def _deleted_entities(result: DeleteEntitiesResult) -> dict[str, Any]:
 def _deleted_observations(result: DeleteObservationsResult) -> dict[str, Any]:
     """``{"success", "message", "results": [{"entityName", "deletedObservations", "message"}]}``."""
     count = sum(len(r.deleted) for r in result.results)
-    entities = sum(1 for r in result.results if r.deleted)
+    entities = len({r.entity_name for r in result.results if r.deleted})   # an entity named twice is one
     message = f"Deleted {plural(count, 'observation')} from {plural(entities, 'entity')}"
     missing = [r.entity_name for r in result.results if not r.found]
     if missing:
