@@ -95,6 +95,27 @@ async def test_create_relations_unknown_endpoint_fails_whole_call(client: Any, m
     assert len((await graph_of(client))["relations"]) == 2
 
 
+async def test_create_relations_repeating_a_stored_dangling_relation_creates_nothing(client: Any,
+                                                                                       graph_backend: Any) -> None:
+    """A relation to a missing entity that a legacy file brought in exists already: repeating it
+    is skipped like any existing triple ([] as the reference server answers), not refused for its
+    missing endpoint; a new relation to that missing entity is still refused."""
+    from graph_memory.importer import load_graph
+    from graph_memory.legacy import parse_legacy
+
+    load_graph(graph_backend, parse_legacy(
+        b'{"type":"entity","name":"Alice","entityType":"person","observations":[]}\n'
+        b'{"type":"relation","from":"Alice","to":"Ghost","relationType":"fears"}\n'), source="memory.jsonl")
+    fears = {"from": "Alice", "to": "Ghost", "relationType": "fears"}
+    assert await call(client, "create_relations", {"relations": [fears]}) == {"relations": []}
+    assert await call_error(client, "create_relations", {"relations": [
+        fears, {"from": "Ghost", "to": "Alice", "relationType": "haunts"}]}) == "Entity with name Ghost not found"
+    assert (await graph_of(client))["relations"] == [fears]
+    out = await call(client, "delete_entities", {"entityNames": ["Ghost"]})   # the relation goes, and says so
+    assert out["message"] == "Deleted 0 of 1 entity (and 1 relation to or from the names given); not found: Ghost"
+    assert (await graph_of(client))["relations"] == []
+
+
 # -- add_observations ------------------------------------------------------------------------------
 
 async def test_add_observations_adds_only_new_contents(client: Any) -> None:
@@ -126,7 +147,8 @@ async def test_add_observations_unknown_entity_writes_nothing(client: Any) -> No
 async def test_delete_entities_cascades_and_reports_what_matched(client: Any) -> None:
     await seed(client)
     out = await call(client, "delete_entities", {"entityNames": ["Alice", "Alise"]})
-    assert out == {"success": True, "message": "Deleted 1 of 2 entities; not found: Alise",
+    assert out == {"success": True, "message": "Deleted 1 of 2 entities (and 2 relations to or from the names "
+                                               "given); not found: Alise",
                    "deletedEntities": ["Alice"]}
     graph = await graph_of(client)
     assert names(graph) == ["Bob", "Acme"]

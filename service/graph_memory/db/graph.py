@@ -11,7 +11,7 @@ in :mod:`graph_memory.db.search`, built on the loaders here (``load_entities``, 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import cast
@@ -241,6 +241,18 @@ def _insert_entities(conn: apsw.Connection, entities: Sequence[Entity]) -> list[
     return created
 
 
+def refuse_missing_endpoints(relations: Sequence[Relation], known: Container[str],
+                             stored: Callable[[Relation], bool]) -> None:
+    """Raise EntityNotFound for the first endpoint (in call order) of a relation to be created
+    that is not a ``known`` entity. A relation already ``stored`` is skipped, as every existing
+    triple is: a dangling relation a legacy file brought in is not created again, so repeating it
+    is no error (the reference server answers ``[]`` too)."""
+    for relation in relations:
+        missing = next((n for n in (relation.source, relation.target) if n not in known), None)
+        if missing is not None and not stored(relation):
+            raise EntityNotFound(missing)
+
+
 def create_relations(conn: apsw.Connection, relations: Sequence[Relation]) -> list[Relation]:
     """Create relations between existing entities.
 
@@ -255,9 +267,7 @@ def create_relations(conn: apsw.Connection, relations: Sequence[Relation]) -> li
     """
     names = unique(n for r in relations for n in (r.source, r.target))
     known = _entity_ids(conn, names)
-    for name in names:
-        if name not in known:
-            raise EntityNotFound(name)
+    refuse_missing_endpoints(relations, known, lambda r: relation_exists(conn, r))
     created: list[Relation] = []
     for relation in relations:
         if insert_relation(conn, relation):

@@ -343,6 +343,8 @@ def _relations(items: list[RelationArg]) -> list[Relation]:
 def _deleted_entities(result: DeleteEntitiesResult) -> dict[str, Any]:
     """``{"success", "message", "deletedEntities"}``."""
     message = f"Deleted {len(result.deleted)} of {plural(result.requested, 'entity')}"
+    if result.relations_deleted:   # also those of a name that is no entity (a dangling relation's end)
+        message += f" (and {plural(result.relations_deleted, 'relation')} to or from the names given)"
     if result.not_found:
         message += "; not found: " + ", ".join(result.not_found)
     return {"success": True, "message": message, "deletedEntities": result.deleted}

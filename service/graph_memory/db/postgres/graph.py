@@ -27,7 +27,7 @@ import psycopg
 
 from graph_memory.db.backup import GraphCounts
 from graph_memory.db.explore import Change, EntityPage, Neighborhood
-from graph_memory.db.graph import unique
+from graph_memory.db.graph import refuse_missing_endpoints, unique
 from graph_memory.db.postgres.bulk import (
     ENTITY_COLUMNS,
     OBSERVATION_COLUMNS,
@@ -282,11 +282,9 @@ class PostgresGraph:
         if names:
             # FOR KEY SHARE: a concurrent delete of an endpoint waits for this transaction (and
             # then fails to serialize), so no relation is created to an entity deleted meanwhile.
-            known = {bytes(k) for (k,) in self._rows(
+            keys = {bytes(k) for (k,) in self._rows(
                 "SELECT name_key FROM entities WHERE name_key = ANY(%s) FOR KEY SHARE", ([key(n) for n in names],))}
-            for name in names:
-                if key(name) not in known:
-                    raise EntityNotFound(name)
+            refuse_missing_endpoints(relations, {n for n in names if key(n) in keys}, self.relation_exists)
         return [r for r in relations if self.insert_relation(r)]
 
     def insert_entity(self, name: str, entity_type: str) -> int | None:
