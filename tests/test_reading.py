@@ -672,6 +672,28 @@ async def test_reply_size_estimate_is_within_a_tenth_of_the_message(memory: Any,
         assert abs(reply_bytes(result, view, timestamps) - actual) <= actual / 10  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("view", ["full", "summary"])
+async def test_reply_size_estimate_counts_the_unknown_times_of_an_imported_memory(memory: Any, graph_backend: Any,
+                                                                                  view: str) -> None:
+    """Rows imported from a legacy file have no times (null with timestamps): the estimate took
+    every time as known, came out 37 % high on an imported memory, and refused replies that fit
+    (found by QA). Imported rows, with a few written since, are estimated within a tenth too."""
+    from graph_memory.importer import load_graph
+    from graph_memory.legacy import parse_legacy
+    from graph_memory.models import Entity
+    from graph_memory.service import reply_bytes
+
+    load_graph(graph_backend, parse_legacy(sample_path().read_bytes()), source="memory.jsonl")
+    first = memory.read_graph(limit=3).entities
+    memory.add_observations([(e.name, ["learnt after the import"]) for e in first])
+    memory.create_entities([Entity("tea drinker", "person", ["likes tea"])])
+    for result in (memory.read_graph(timestamps=True), memory.search_nodes("tea", timestamps=True)):
+        unknown = sum(t is None for e in result.entities for t in e.times.entity)
+        assert unknown > len(result.entities)   # mostly imported rows
+        actual = _message_bytes(result.shaped(view, True))
+        assert abs(reply_bytes(result, view, True) - actual) <= actual / 10, (reply_bytes(result, view, True), actual)
+
+
 @pytest.fixture
 async def small_client(graph_backend: Any) -> Any:
     """A client of a server whose replies are bounded at 3,000 bytes (on the test's backend)."""

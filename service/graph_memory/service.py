@@ -670,7 +670,33 @@ def _reply_parts(result: GraphSlice, view: View, timestamps: bool) -> tuple[floa
     size = (_line_length([r.source for r in relations]) + _line_length([r.target for r in relations])
             + _line_length([r.relation_type for r in relations]))
     weights = sum(map(_weight_bytes, relations))
-    return entity_bytes, 2 * size + _RELATION_BYTES[timestamps] * len(result.relations) + weights
+    relation_bytes = 2 * size + _RELATION_BYTES[timestamps] * len(result.relations) + weights
+    if timestamps:
+        entity_bytes -= _UNKNOWN_TIME_BYTES * sum(_unknown_times(e, view) for e in entities)
+        relation_bytes -= _UNKNOWN_TIME_BYTES * sum(map(_unknown_relation_times, relations))
+    return entity_bytes, relation_bytes
+
+
+# What a time shown as unknown (null: rows imported from a legacy file) saves against one shown
+# as ``"2026-12-01T17:29:28.123Z"``, in a reply's two copies (found by QA: the estimate took every
+# time as known, and a read of an imported memory with timestamps came out 37 % too large).
+_UNKNOWN_TIME_BYTES = 46
+
+
+def _unknown_times(entity: Entity, view: View) -> int:
+    """How many of the times ``entity`` shows with ``timestamps`` are unknown (None)."""
+    times = entity.times
+    if times is None:
+        return 0
+    own = (times.entity.created_at is None) + (times.entity.updated_at is None)
+    if view != "full":
+        return own
+    return own + sum((t.created_at is None) + (t.updated_at is None) for t in times.observations)
+
+
+def _unknown_relation_times(relation: Relation) -> int:
+    times = relation.times
+    return 0 if times is None else (times.created_at is None) + (times.updated_at is None)
 
 
 # A relation's keys, quotes and indentation in a reply's two copies (without / with timestamps).
@@ -704,11 +730,13 @@ def _page_items(tool: str, result: GraphSlice, view: View, timestamps: bool) -> 
 
     def entity(e: Entity) -> float:
         strings = [e.name, e.entity_type, *e.observations] if full else [e.name, e.entity_type]
-        return _entities_bytes(_line_length(strings), 1, len(e.observations), view, timestamps)
+        unknown = _UNKNOWN_TIME_BYTES * _unknown_times(e, view) if timestamps else 0
+        return _entities_bytes(_line_length(strings), 1, len(e.observations), view, timestamps) - unknown
 
     def relation(r: Relation) -> float:
+        unknown = _UNKNOWN_TIME_BYTES * _unknown_relation_times(r) if timestamps else 0
         return (2 * _line_length([r.source, r.target, r.relation_type]) + _RELATION_BYTES[timestamps]
-                + _weight_bytes(r))
+                + _weight_bytes(r) - unknown)
 
     relations = result.relations
     if tool == "read_graph":
