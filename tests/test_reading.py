@@ -599,6 +599,24 @@ async def test_a_malformed_or_altered_cursor_is_refused_with_what_to_do(client: 
     assert "altered" in message and "without cursor" in message
 
 
+async def test_no_other_spelling_of_a_cursor_is_accepted(client: Any) -> None:
+    """base64 decoding forgives the unused bits of the last character, "+" for "-", "/" for "_",
+    padding and newlines: such a spelling read as the same page (found by QA) and is now refused."""
+    import string
+
+    await build_web(client)
+    alphabet = string.ascii_letters + string.digits + "-_"
+    cursors = [str((await call(client, "read_graph", {"limit": n}))["nextCursor"]) for n in (1, 2, 3, 5)]
+    assert {len(c) % 4 for c in cursors} - {0}   # some have a last character with unused bits
+    for cursor in cursors:
+        spellings = [cursor[:-1] + c for c in alphabet if c != cursor[-1]]
+        spellings += [cursor + "=", cursor + "==", cursor + "\n", " " + cursor,
+                      cursor.translate(str.maketrans("-_", "+/"))]
+        for bad in {s for s in spellings if s != cursor}:
+            message = await call_error(client, "read_graph", {"limit": 2, "cursor": bad})
+            assert "altered" in message or "not a cursor this server issued" in message, (cursor, bad, message)
+
+
 async def test_a_cursor_of_another_request_or_tool_is_refused(client: Any) -> None:
     cursor = await _cursor(client)
     message = await call_error(client, "search_nodes", {"query": "tea", "cursor": cursor})

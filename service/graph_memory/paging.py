@@ -94,6 +94,10 @@ def decode_cursor(secret: bytes, bound: str, cursor: str) -> ReadPosition | Sear
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
     except (binascii.Error, ValueError):
         raw = b""
+    # The decoder forgives what no issued cursor holds (the unused bits of the last character,
+    # "+" for "-", "=", newlines): only the exact spelling of its bytes is this server's (found
+    # by QA: a cursor with its last character changed read as the same page).
+    altered = bool(raw) and base64.urlsafe_b64encode(raw).decode().rstrip("=") != cursor
     if len(raw) < 1 + _TAG + _MAC + 1 or not 1 <= raw[0] <= CURSOR_FORMAT:
         raise InvalidCursor(f"cursor is not a cursor this server issued (pass a reply's nextCursor exactly "
                             f"as it was given); {_START_OVER}")
@@ -103,7 +107,7 @@ def decode_cursor(secret: bytes, bound: str, cursor: str) -> ReadPosition | Sear
     tag, mac, body = raw[1:1 + _TAG], raw[1 + _TAG:1 + _TAG + _MAC], raw[1 + _TAG + _MAC:]
     if not hmac.compare_digest(tag, _tag(secret)):
         raise InvalidCursor(f"cursor was issued by another memory database, not this one; {_START_OVER}")
-    if not hmac.compare_digest(mac, hmac.new(secret, body, hashlib.sha256).digest()[:_MAC]):
+    if altered or not hmac.compare_digest(mac, hmac.new(secret, body, hashlib.sha256).digest()[:_MAC]):
         raise InvalidCursor(f"cursor was altered (pass a reply's nextCursor exactly as it was given); "
                             f"{_START_OVER}")
     data = json.loads(zlib.decompress(body))
