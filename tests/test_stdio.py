@@ -398,6 +398,52 @@ def test_a_reply_line_over_the_bound_is_replaced_by_an_error_saying_how_to_ask_f
     assert '"reply_too_large"' in stderr
 
 
+def _one_reply_line(env: dict[str, str], method: str, params: dict[str, Any]) -> bytes:
+    """The reply line (bytes, newline included) of one request with id 1 to a fresh server."""
+    lines = [handshake()[0], handshake()[1], {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}]
+    command = [str(EXE)] if EXE.exists() else [sys.executable, "-m", "graph_memory"]
+    done = subprocess.run(command, input="".join(json.dumps(x) + "\n" for x in lines).encode(), capture_output=True,
+                          timeout=60, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (line,) = [x + b"\n" for x in done.stdout.splitlines() if json.loads(x).get("id") == 1]
+    return line
+
+
+def test_a_line_of_exactly_the_bound_is_refused_and_one_byte_shorter_is_sent(tmp_path: Path) -> None:
+    """Issue 15: MEMORY_MAX_REPLY_BYTES counts the reply's line with its newline, and a line must
+    be shorter than it. Each reading tool, view and option, and the resource, measured exactly:
+    at a bound of the line's length it is refused (saying how to ask for less), at one more it
+    comes whole. Found by QA: the estimate refused lines 6 to 21 bytes under the bound."""
+    env = server_env(tmp_path, tmp_path / "memory.db")
+    entities = [{"name": f"E{i:02d}", "entityType": "thing",
+                 "observations": [f"fact {i} " + "x" * (i % 7) * 9, 'a "quoted" back\\slash']} for i in range(60)]
+    relations = [{"from": f"E{i:02d}", "to": f"E{i * 7 % 60:02d}", "relationType": "knows"} for i in range(60)]
+    _, stderr, code = run_session(env, handshake(("create_entities", {"entities": entities}),
+                                                 ("create_relations", {"relations": relations})))
+    assert code == 0, stderr[-2000:]
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("tools/call", {"name": "read_graph", "arguments": {}}),
+        ("tools/call", {"name": "read_graph", "arguments": {"limit": 7}}),
+        ("tools/call", {"name": "read_graph", "arguments": {"view": "summary"}}),
+        ("tools/call", {"name": "read_graph", "arguments": {"view": "summary", "timestamps": True, "limit": 7}}),
+        ("tools/call", {"name": "open_nodes", "arguments": {"names": ["E01", "E02"]}}),
+        ("tools/call", {"name": "search_nodes", "arguments": {"query": "fact 1"}}),   # (a search cursor holds
+        # the first page's moment: its length changes from one server to the next)
+        ("tools/call", {"name": "search_nodes", "arguments": {"query": "x", "timestamps": True}}),
+        ("resources/read", {"uri": "memory://knowledge-graph"}),
+    ]
+    for method, params in calls:
+        whole = _one_reply_line(env, method, params)
+        assert whole.isascii() and b"isError\":true" not in whole, whole[:300]
+        at = _one_reply_line({**env, "MEMORY_MAX_REPLY_BYTES": str(len(whole))}, method, params)
+        assert b"MEMORY_MAX_REPLY_BYTES" in at and len(at) < len(whole), (params, at[:300])
+        under = _one_reply_line({**env, "MEMORY_MAX_REPLY_BYTES": str(len(whole) + 1)}, method, params)
+        sent, expected = json.loads(under)["result"], json.loads(whole)["result"]
+        for result in (sent, expected):   # a cursor is made anew by each server
+            result.get("structuredContent", {}).pop("nextCursor", None)
+        assert len(under) == len(whole) and sent == expected, (params, under[:300])
+
+
 def test_a_reply_over_the_bound_only_when_escaped_is_sent_whole_in_utf8(tmp_path: Path) -> None:
     """Lines escape non-ASCII (the Python client reads them faster), which takes a Chinese
     character 6 bytes instead of 3: a reply that fits the bound in UTF-8, as the SDK's own writer

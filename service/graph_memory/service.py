@@ -25,7 +25,7 @@ from itertools import accumulate, chain
 from math import ceil
 from operator import sub
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, TextIO, TypeVar
 
 from graph_memory import copying
 from graph_memory.copying import CopyResult
@@ -336,25 +336,46 @@ class MemoryService:
             lambda g: g.with_times(g.open_nodes(names)) if timestamps else g.open_nodes(names))
 
     def check_reply(self, tool: str, result: GraphSlice, view: View, timestamps: bool, cursor: str | None = None
-                    ) -> None:
+                    ) -> bool:
         """Refuse a reply too large for MCP clients (the official TypeScript client drops any
-        message over 10 MiB, and the connection with it) rather than send or truncate it.
-        ``cursor``: the one the call was given (the pages it advises carry at least as long a one).
+        message over 10 MiB, and the connection with it) rather than send or truncate it, before
+        it is built. ``cursor``: the one the call was given (the pages it advises carry at least as
+        long a one).
 
-        The bound is ``max_reply_bytes`` (``MEMORY_MAX_REPLY_BYTES``; 0: none) on
-        :func:`reply_bytes`, the estimated size of the JSON-RPC message.
+        The bound is ``max_reply_bytes`` (``MEMORY_MAX_REPLY_BYTES``; 0: none): a reply's JSON-RPC
+        line, with its newline, must be shorter. :func:`reply_bytes` estimates it (within about a
+        tenth): a reply surely over is refused here; one near the bound is to be measured once
+        built (then :meth:`refuse_reply` if it is over), so no reply that fits is refused for the
+        estimate's error (found by QA); the stdio transport checks every line exactly.
+
+        Returns:
+            True when the built reply must be measured (its estimate is near the bound).
 
         Raises:
-            ReplyTooLarge: over the bound; the message says how to get all of it.
+            ReplyTooLarge: surely over the bound; the message says how to get all of it.
         """
         bound = self.limits.max_reply_bytes
         if not bound:
-            return
+            return False
         size = reply_bytes(result, view, timestamps)
-        if size <= bound:
-            return
+        if size < bound * _NEAR_BOUND:
+            return False
+        if size < bound * _SURELY_OVER:
+            return True
+        self.refuse_reply(tool, result, view, timestamps, cursor, size, estimated=True)
+
+    def refuse_reply(self, tool: str, result: GraphSlice, view: View, timestamps: bool, cursor: str | None,
+                     size: int, *, estimated: bool = False) -> NoReturn:
+        """Raise the refusal of ``result``'s reply, ``size`` bytes (``estimated``: about that),
+        with the advice that gets all of it (a page size that fits, the summary view, fewer names).
+
+        Raises:
+            ReplyTooLarge: always.
+        """
+        bound = self.limits.max_reply_bytes
         page, heaviest, cursor_bound = self._fitting_page(tool, result, view, timestamps, cursor)
-        what = (f"{tool}: this reply would be about {size:,} bytes ({len(result.entities)} entities, "
+        about = "about " if estimated else ""
+        what = (f"{tool}: this reply would be {about}{size:,} bytes ({len(result.entities)} entities, "
                 f"{len(result.relations)} relations, {len(result.neighbors)} neighbors), over the "
                 f"{bound:,}-byte bound on replies (MEMORY_MAX_REPLY_BYTES) that keeps them within what MCP "
                 f"clients accept; nothing was sent. ")
@@ -367,7 +388,7 @@ class MemoryService:
         elif not page and tool == "open_nodes" and len(result.entities) > 1:
             how = self._open_in_parts(result, view, timestamps)
         elif not page and (tool == "read_graph" or entity is None
-                           or reply_bytes(GraphSlice([entity], [], []), view, timestamps) > bound):
+                           or reply_bytes(GraphSlice([entity], [], []), view, timestamps) >= bound):
             how = (f"{heaviest} alone is over the bound, even on a page of its own: raise MEMORY_MAX_REPLY_BYTES "
                    f"to read it whole")
         elif not page:
@@ -382,7 +403,7 @@ class MemoryService:
                    f"then with cursor set to each reply's nextCursor until a reply has none")
         if view == "full":
             short = reply_bytes(result, "summary", timestamps)
-            if short <= bound:
+            if short < bound:
                 how += f"; or ask for view 'summary' (names, types and observation counts: about {short:,} bytes)"
             elif tool != "open_nodes" and (summary_page := self._fitting_page(tool, result, "summary", timestamps,
                                                                               cursor)[0]):
@@ -638,6 +659,9 @@ class MemoryService:
 
 # The JSON-RPC envelope and the result's own keys around a reading tool's payload.
 _REPLY_ENVELOPE = 250
+# Estimates from this share of the bound on are measured once built; from the other on, refused
+# as they are (the estimate is kept within a tenth of the message by tests/test_reading.py).
+_NEAR_BOUND, _SURELY_OVER = 0.85, 1.25
 
 
 def reply_bytes(result: GraphSlice, view: View, timestamps: bool) -> int:

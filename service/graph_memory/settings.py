@@ -130,9 +130,10 @@ class Settings(BaseSettings):
     max_batch: int = Field(10_000, ge=1, description="Most items in one tool call's batch.")
     max_reply_bytes: int = Field(
         DEFAULT_MAX_REPLY_BYTES, ge=0,
-        description="Largest reply of any tool or the knowledge-graph resource (bytes of its JSON-RPC line, with "
-                    "the newline; default: 10 MiB less 64 KiB, what the official TypeScript client reads); larger "
-                    "ones are refused saying how to get all of it (pages, summary, a split call). 0: no bound.")
+        description="Bound on the reply of any tool or the knowledge-graph resource: its JSON-RPC line, with the "
+                    "newline, must be shorter than this many bytes (default: 10 MiB less 64 KiB, what the official "
+                    "TypeScript client reads); others are refused saying how to get all of it (pages, summary, a "
+                    "split call). 0: no bound.")
     database_url: SecretStr | None = Field(
         None, description="postgresql://user@host:port/dbname selects the PostgreSQL backend (the password from "
         "the URL, MEMORY_DATABASE_PASSWORD_FILE or libpq's PGPASSWORD/.pgpass); unset: SQLite at MEMORY_FILE_PATH.",

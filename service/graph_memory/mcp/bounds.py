@@ -4,11 +4,14 @@ resource, in both profiles.
 MCP clients do not read arbitrarily large messages: the official TypeScript client drops any
 stdio message over 10 MiB and the connection with it, and the model never learns why. So no
 reply goes out over the bound, and none is cut short either: it is refused with an error that
-says how to get all of it.
+says how to get all of it. A reply's line, newline included, must be shorter than the bound (a
+line of exactly the bound is refused).
 
 - The reading tools of the reference profile refuse first, from an estimate, before they build
   their payload, with advice that fits (pages, the summary view, fewer names:
-  :meth:`graph_memory.service.MemoryService.check_reply`).
+  :meth:`graph_memory.service.MemoryService.check_reply`), when it is surely over; near the bound
+  they measure the built reply (:func:`least_line_bytes`), so the estimate's error never refuses
+  a reply that fits.
 - A writing call whose reply could go over (a reply repeats what the call creates or deletes, as
   text and as structured content: about twice what the call sends) is refused before it writes
   anything, with the number of calls to split it into (:func:`check_request`).
@@ -41,7 +44,7 @@ from graph_memory.errors import ReplyTooLarge
 from graph_memory.mcp.jsontext import dumps_indent2
 from graph_memory.settings import DEFAULT_MAX_REPLY_BYTES
 
-__all__ = ["check_reply", "check_request", "check_resource", "message_bytes", "refused_line"]
+__all__ = ["check_reply", "check_request", "check_resource", "least_line_bytes", "message_bytes", "refused_line"]
 
 # The JSON-RPC envelope and the result's own keys around the payload (ids, content type, isError…).
 _ENVELOPE = 200
@@ -51,6 +54,24 @@ _ENVELOPE = 200
 _MAX_BYTES_PER_CHAR = 6
 # What structured content may hold beyond the text's value (MemoryMesh's action text, a timestamp).
 _STRUCTURED_EXTRA = 8192
+# A tool result's line around its text and structured content, with the shortest id ("0") and
+# the newline: what the stdio transport writes (tests/test_reply_bound.py checks it is exact).
+_TOOL_LINE = len(b'{"jsonrpc":"2.0","id":0,"result":{"content":[{"text":,"type":"text"}],"isError":false,'
+                 b'"structuredContent":}}\n')
+# A resource's line around its text (uri and mimeType included), likewise.
+_RESOURCE_LINE = len(b'{"jsonrpc":"2.0","id":0,"result":{"contents":[{"uri":"memory://knowledge-graph",'
+                     b'"mimeType":"application/json","text":}]}}\n')
+
+
+def least_line_bytes(text: str, structured: dict[str, Any] | None = None) -> int:
+    """The bytes of the shortest line a reply holding the text content ``text`` (and
+    ``structured`` content) can take on the wire: UTF-8, compact, a one-character id, the
+    newline. A lower bound of the line the transport writes (a longer id, or non-ASCII escaped
+    where that fits, only add to it), exact for ids of one character: so a reply is refused
+    only when it is surely over, and a line of exactly the bound is refused."""
+    if structured is None:
+        return _RESOURCE_LINE + _json_bytes(text)
+    return _TOOL_LINE + _json_bytes(text) + _json_bytes(structured)
 
 
 def message_bytes(text: str, structured: dict[str, Any] | None = None) -> int:
@@ -74,17 +95,18 @@ def _json_bytes(value: object) -> int:
 
 
 def _over(bound: int, text: str, structured: dict[str, Any] | None) -> int | None:
-    """The size of the reply when it is over ``bound`` (0: no bound), else None. Measures only
-    what can bring it over: nothing for a short text; the text alone while twice its size fits
-    with room to spare (the structured content is the text's value compact, plus a few keys)."""
+    """The size of the reply's line (:func:`least_line_bytes`) when it reaches ``bound`` (0: no
+    bound), else None. Measures only what can bring it there: nothing for a short text; the text
+    alone while twice its size fits with room to spare (the structured content is the text's
+    value compact, plus a few keys)."""
     copies = 1 if structured is None else 2
-    if not bound or copies * _MAX_BYTES_PER_CHAR * len(text) + _ENVELOPE <= bound:
+    if not bound or copies * _MAX_BYTES_PER_CHAR * len(text) + _ENVELOPE < bound:
         return None
     text_bytes = _ENVELOPE + _json_bytes(text)
-    if copies * text_bytes + _STRUCTURED_EXTRA <= bound:
+    if copies * text_bytes + _STRUCTURED_EXTRA < bound:
         return None
-    size = message_bytes(text, structured)
-    return size if size > bound else None
+    size = least_line_bytes(text, structured)
+    return size if size >= bound else None
 
 
 def _bound_text(bound: int) -> str:
@@ -119,10 +141,10 @@ def check_request(tool: str, arguments: object, bound: int, *, longest: int, bat
     except TypeError:   # what orjson refuses (lone surrogates, huge integers): the standard library
         sent = len(json.dumps(arguments, ensure_ascii=False, separators=(",", ":"), default=str))
     # Indentation adds at most about 5 bytes per byte sent (one-character strings, nested deep).
-    if 6 * sent + _ENVELOPE <= bound:
+    if 6 * sent + _ENVELOPE < bound:
         return
     reply = message_bytes(dumps_indent2(arguments), arguments if isinstance(arguments, dict) else None)
-    if reply <= bound or not _within(arguments, longest, batch):
+    if reply < bound or not _within(arguments, longest, batch):
         return
     parts = -(-reply // int(bound * 0.8))
     raise ReplyTooLarge(

@@ -576,7 +576,7 @@ class LineWriteStream:
             parts = dumps_line_parts(response)
             size = sum(map(len, parts)) + 1   # an ASCII line: characters are bytes
             line: str | bytes | list[str] = parts
-            if self._bound and size > self._bound:
+            if self._bound and size >= self._bound:   # the line must be shorter than the bound
                 line = self._within_bound(response, size)
         else:
             line = escape_non_ascii(message.model_dump_json(by_alias=True, exclude_unset=True))
@@ -591,12 +591,12 @@ class LineWriteStream:
 
     def _within_bound(self, response: dict[str, Any], ascii_size: int) -> str | bytes:
         """The line for ``response`` when its ASCII line (``ascii_size`` bytes with the newline) is
-        over the bound: the same JSON in UTF-8 when that fits — escaping is there for the Python
-        client's speed and must never cost a reply that the SDK's own writer (and the reference
+        not shorter than the bound: the same JSON in UTF-8 when that is — escaping is there for the
+        Python client's speed and must never cost a reply that the SDK's own writer (and the reference
         server) would deliver — else the error saying how to ask for less."""
         wide = dumps_line_utf8(response)
         size = ascii_size if wide is None else len(wide) + 1
-        if wide is not None and size <= self._bound:
+        if wide is not None and size < self._bound:
             log.info("reply_sent_in_utf8", bytes=size, ascii_bytes=ascii_size, bound=self._bound)
             return wide
         log.warning("reply_too_large", bytes=size, bound=self._bound)
@@ -616,7 +616,7 @@ class LineWriteStream:
 async def stdio_streams(max_line_bytes: int = 0) -> AsyncIterator[tuple[DrainingReadStream, ObservedWriteStream]]:
     """The pair of streams to hand to ``server.run`` for one stdio connection (see the module
     docstring for what they answer and how they end). A reply whose line (with its newline) is
-    over ``max_line_bytes`` (``MEMORY_MAX_REPLY_BYTES``; 0: no bound) is replaced by an error
+    not shorter than ``max_line_bytes`` (``MEMORY_MAX_REPLY_BYTES``; 0: no bound) is replaced by an error
     saying how to ask for less (:func:`graph_memory.mcp.bounds.refused_line`).
 
     While serving, fd 0 points at the null device and fd 1 at stderr (as the SDK's own

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import PydanticCustomError
 
 from graph_memory.errors import InvalidInput
+from graph_memory.mcp.bounds import least_line_bytes
 from graph_memory.mcp.jsontext import dumps_indent2
 from graph_memory.models import (
     DEFAULT_WEIGHT,
@@ -313,10 +314,16 @@ class Outcome:
     changed: bool = False
     counts: dict[str, int] = field(default_factory=dict)
     sized: bool = False   # already held to MEMORY_MAX_REPLY_BYTES (MemoryService.check_reply): not measured again
+    _rendered: str | None = field(default=None, repr=False, compare=False)
 
     def render(self) -> str:
-        """The text content: ``json.dumps(text, indent=2, ensure_ascii=False)`` (same string, faster)."""
-        return dumps_indent2(self.text)
+        """The text content: ``json.dumps(text, indent=2, ensure_ascii=False)`` (same string, faster;
+        made once: a reply measured against the bound is not rendered again to be sent)."""
+        rendered = self._rendered
+        if rendered is None:
+            rendered = dumps_indent2(self.text)
+            object.__setattr__(self, "_rendered", rendered)   # a cache on a frozen value
+        return rendered
 
 
 @dataclass(frozen=True, slots=True)
@@ -452,10 +459,13 @@ def _update_relations(app: MemoryService, arguments: Arguments) -> Outcome:
 
 
 def _graph_outcome(app: MemoryService, tool: str, result: GraphSlice, args: ShapeArgs) -> Outcome:
-    view, timestamps = args.view or "full", bool(args.timestamps)
-    app.check_reply(tool, result, view, timestamps, getattr(args, "cursor", None))
+    view, timestamps, cursor = args.view or "full", bool(args.timestamps), getattr(args, "cursor", None)
+    near = app.check_reply(tool, result, view, timestamps, cursor)
     payload = result.shaped(view, timestamps)
-    return Outcome(payload, payload, sized=True)
+    outcome = Outcome(payload, payload, sized=True)
+    if near and (size := least_line_bytes(outcome.render(), payload)) >= app.limits.max_reply_bytes:
+        app.refuse_reply(tool, result, view, timestamps, cursor, size)
+    return outcome
 
 
 def _read_graph(app: MemoryService, arguments: Arguments) -> Outcome:
