@@ -185,7 +185,24 @@ async def test_since_is_inclusive_and_update_relations_dates_the_relation(client
 async def test_bad_since_is_a_clear_error(client: Any, since: str) -> None:
     for tool, arguments in (("read_graph", {}), ("search_nodes", {"query": "a"})):
         message = await call_error(client, tool, {**arguments, "since": since})
-        assert "is not an ISO 8601 date or time" in message and "2026-12-01T09:30:00Z" in message
+        assert "is not a date or time this server reads" in message and "2026-12-01T09:30:00Z" in message
+
+
+@pytest.mark.parametrize("since", ["2026-12-01T24:00", "2026-12-01T24:00:00Z", "20261201T2400+0100"])
+async def test_since_at_24_00_is_refused_saying_to_give_the_next_days_midnight(client: Any, since: str) -> None:
+    """ISO 8601 allows 24:00 (the end of a day), Python does not: the error said it was no ISO
+    8601 at all (found by QA); it now says what to give instead."""
+    message = await call_error(client, "read_graph", {"since": since})
+    assert "names midnight as 24:00" in message and "00:00 of the next day" in message
+
+
+@pytest.mark.parametrize(("since", "moment"), [("2026-W48-3", "2026-11-25T00:00:00.000Z"),
+                                               ("20261201T101500Z", "2026-12-01T10:15:00.000Z"),
+                                               ("2026-12-01T10:15:00.123456+01:00", "2026-12-01T09:15:00.123Z")])
+def test_since_reads_what_pythons_fromisoformat_reads(since: str, moment: str) -> None:
+    from graph_memory.paging import parse_since
+
+    assert parse_since(since) == moment
 
 
 @pytest.mark.parametrize("since", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"])

@@ -20,6 +20,7 @@ import binascii
 import hashlib
 import hmac
 import json
+import re
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -157,8 +158,13 @@ def parse_since(value: str) -> str:
     try:
         moment = datetime.fromisoformat(value.strip())
     except ValueError:
-        raise InvalidInput(f"since: {value!r} is not an ISO 8601 date or time; give e.g. '2026-12-01' or "
-                           f"'2026-12-01T09:30:00Z'") from None
+        if re.search(r"[Tt ]24(?::?00)*(?:[.,]0+)?(?:[Zz]|[+-]|$)", value.strip()):
+            # ISO 8601's end of a day: valid there, but one moment has one spelling here
+            raise InvalidInput(f"since: {value!r} names midnight as 24:00, which is not accepted; give 00:00 of "
+                               f"the next day (e.g. '2026-12-02T00:00:00Z')") from None
+        raise InvalidInput(f"since: {value!r} is not a date or time this server reads (ISO 8601 as Python reads "
+                           f"it: e.g. '2026-12-01', '2026-W48-2', '2026-12-01T09:30:00Z', '20261201T093000+0100')"
+                           ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     try:
