@@ -409,7 +409,7 @@ def test_a_changed_legacy_file_gets_one_warning_with_the_exact_merge_command(tmp
     done = serve(tmp_path, legacy)
     assert done.returncode == 0, done.stderr
     (warning,) = [e for e in events(done.stderr) if e["level"] == "warning"]
-    command = shlex.join(["graph-memory", "import", str(legacy), "--database", str(db)])
+    command = shlex.join(["graph-memory", "import", "--new-lines", str(legacy), "--database", str(db)])
     assert warning["event"] == "legacy_file_changed" and warning["merge_command"] == command
     assert command in warning["message"] and "newer than what was imported" in warning["message"]
     assert "Carol" not in contents(db)[0]  # never merged silently
@@ -427,13 +427,23 @@ def test_the_changed_file_warning_and_the_dry_run_say_what_a_merge_would_bring_b
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A newcomer QA pass: after deleting Bob through the tools and adding Carol to the file, the
     command the warning suggested merged the whole file and Bob came back, and neither the
-    warning nor the dry run (counts only) said so. Now the warning says it and points to the dry
-    run first, and the dry run names every entity it would create and when the file was imported."""
+    warning nor the dry run (counts only) said so. Now the warning suggests --new-lines (what
+    changed in the file: Carol) and, for a record kept without line digests (an older version),
+    says that a merge brings back what was deleted and points to the dry run, which names every
+    entity it would create and when the file was imported."""
     legacy, db = tmp_path / "memory.jsonl", tmp_path / "memory.db"
     legacy.write_bytes(GOOD)
     done = serve(tmp_path, legacy, mcp_session(("delete_entities", {"entityNames": ["Bob"]})))
     assert done.returncode == 0 and "result" in replies(done)[1], done.stderr
     legacy.write_bytes(GOOD + MORE)
+    (warning,) = [e for e in events(serve(tmp_path, legacy).stderr) if e["level"] == "warning"]
+    assert "--new-lines" in warning["merge_command"] and "what was deleted from the memory since stays deleted" \
+        in warning["message"]
+    store = Store.open(db)   # as an older version recorded it: no digests of the lines
+    try:
+        store.conn.execute("UPDATE legacy_imports SET line_digests = NULL")
+    finally:
+        store.close()
     (warning,) = [e for e in events(serve(tmp_path, legacy).stderr) if e["level"] == "warning"]
     dry_run = graph_memory_command("import", "--dry-run", str(legacy), database=db)
     assert "whatever was deleted from the memory since then comes back too" in warning["message"]

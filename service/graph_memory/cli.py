@@ -323,7 +323,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from graph_memory.service import import_file
 
     report = import_file(settings, args.file, skip_invalid=args.skip_invalid, dry_run=args.dry_run,
-                         progress=lambda total: _Bar(total, "importing", "item"))
+                         new_lines=args.new_lines, progress=lambda total: _Bar(total, "importing", "item"))
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
     else:
@@ -333,7 +333,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_discover(args: argparse.Namespace) -> int:
     """``import --discover``: list the reference server's memory files and the command importing each."""
-    if args.file is not None or not args.discover or args.skip_invalid or args.dry_run:
+    if args.file is not None or not args.discover or args.skip_invalid or args.dry_run or args.new_lines:
         args.usage_error("name the FILE to import, or pass --discover (with --json at most) to find the "
                          "reference server's memory files")
     settings = _settings(args)
@@ -367,6 +367,9 @@ def _print_import(report: ImportReport) -> None:
     if replaced := f.get("replaced_surrogates", 0):
         print(f"  replaced:      {plural(replaced, 'lone surrogate')} (half of a character, such as an emoji a "
               f"client cut) with U+FFFD")
+    if unchanged := f.get("unchanged_lines", 0):
+        print(f"  unchanged:     {plural(unchanged, 'line')} as when the file was last imported, left out "
+              f"(--new-lines)")
     if bad_utf8 := report.replaced_utf8_lines:
         shown = ", ".join(map(str, bad_utf8[:10])) + (", …" if len(bad_utf8) > 10 else "")
         print(f"  replaced:      bytes that are not UTF-8 on {plural(len(bad_utf8), 'line')} ({shown}) with U+FFFD, "
@@ -628,13 +631,17 @@ def _add_import_command(command: _Command) -> None:
                          "found with the command importing it into this database.\n\n"
                          "exit status: 0 imported (or dry run done, or discovery done), 1 refused (the line "
                          "and reason on stderr)")
-    imp.usage = ("%(prog)s [--database DB] [--skip-invalid] [--dry-run] [--json] FILE\n"
+    imp.usage = ("%(prog)s [--database DB] [--new-lines] [--skip-invalid] [--dry-run] [--json] FILE\n"
                  "       %(prog)s [--database DB] --discover [--json]")
     imp.set_defaults(usage_error=imp.error)
     imp.add_argument("file", nargs="?", help="the legacy file (read only, never modified)")
     imp.add_argument("--discover", action="store_true",
                      help="instead of importing, find the reference server's memory files and print how to "
                           "import each")
+    imp.add_argument("--new-lines", action="store_true",
+                     help="merge only the lines that were not in FILE when it was last imported into this "
+                          "database (what changed in the file since; what was deleted from the memory since "
+                          "stays deleted)")
     imp.add_argument("--skip-invalid", action="store_true", help="skip and list bad lines instead of refusing")
     imp.add_argument("--dry-run", action="store_true", help="report what would happen; write nothing")
     imp.add_argument("--json", action="store_true", help="print the report as JSON")

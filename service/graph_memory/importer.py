@@ -32,7 +32,14 @@ from graph_memory.db.paths import fsync_directory
 from graph_memory.db.records import ImportRecord
 from graph_memory.errors import GraphError, LegacyFormatError, OutputError
 from graph_memory.hints import graph_memory_command
-from graph_memory.legacy import LegacyGraph, LegacyRecord, LegacyRelation, LegacyStream, write_legacy
+from graph_memory.legacy import (
+    LegacyGraph,
+    LegacyRecord,
+    LegacyRelation,
+    LegacyStream,
+    line_digests,
+    write_legacy,
+)
 from graph_memory.logs import get_logger
 from graph_memory.merge import BATCH_ROWS, FileTally, merge_records
 from graph_memory.meshfile import stream_memory_file
@@ -199,6 +206,9 @@ def _load(backend: Backend, legacy: LegacyGraph | LegacyStream, *, source: str, 
         if progress:
             progress.phase("indexing")
 
+    # What each line of the file was, recorded with the import (`import --new-lines` leaves them out later).
+    digests = line_digests(legacy.data) if record is not None and isinstance(legacy, LegacyStream) else None
+
     def run(g: Graph) -> ImportReport:
         # A fresh report per attempt: run_write may retry the whole transaction when busy.
         report = ImportReport.for_graph(legacy, source=source, database=str(backend.path), dry_run=False)
@@ -223,7 +233,8 @@ def _load(backend: Backend, legacy: LegacyGraph | LegacyStream, *, source: str, 
         if isinstance(legacy, LegacyStream):
             _complete_summary(report, tally)
         if record is not None:
-            _insert_record(g, "first_start" if first_start or unless_recorded else "import", record, report)
+            _insert_record(g, "first_start" if first_start or unless_recorded else "import", record, report,
+                           digests)
         return report
 
     try:
@@ -259,12 +270,13 @@ def load_graph(backend: Backend, legacy: LegacyGraph | LegacyStream, *, source: 
     return report
 
 
-def read_legacy_file(path: str, *, skip_invalid: bool, database: Path | str,
-                     check: bool = True) -> tuple[FileState, LegacyStream]:
+def read_legacy_file(path: str, *, skip_invalid: bool, database: Path | str, check: bool = True,
+                     known_lines: frozenset[bytes] = frozenset()) -> tuple[FileState, LegacyStream]:
     """Read the legacy file ``path`` once and check every line, for ``graph-memory import`` into
     ``database``: its state (what the import record describes) and its records
     (:meth:`LegacyStream.graph` parses them whole, e.g. for a dry run). ``check`` False: only
     read; the import's reading of the records checks them (its errors: :func:`refused`).
+    ``known_lines``: digests of the lines to leave out (:func:`graph_memory.legacy.line_digest`).
 
     Raises:
         LegacyFormatError: the file cannot be read or (without ``skip_invalid``) has a bad line;
@@ -273,7 +285,8 @@ def read_legacy_file(path: str, *, skip_invalid: bool, database: Path | str,
     """
     try:
         state, data = FileState.read(path)
-        return state, stream_memory_file(data, skip_invalid=skip_invalid, path=path, check=check)
+        return state, stream_memory_file(data, skip_invalid=skip_invalid, path=path, check=check,
+                                         known_lines=known_lines)
     except LegacyFormatError as exc:
         raise refused(exc, path, skip_invalid=skip_invalid, database=database) from exc
 
@@ -394,11 +407,12 @@ def _iso(ns: int) -> str:
     return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _insert_record(g: Graph, kind: str, state: FileState, report: ImportReport | None) -> None:
+def _insert_record(g: Graph, kind: str, state: FileState, report: ImportReport | None,
+                   digests: bytes | None = None) -> None:
     counts = ((report.entities_created, report.observations_added, report.relations_created)
               if report is not None else (None, None, None))
     g.insert_record(kind, path=state.path, size_bytes=state.size_bytes, sha256=state.sha256,
-                    mtime=state.mtime, mtime_ns=state.mtime_ns, counts=counts)
+                    mtime=state.mtime, mtime_ns=state.mtime_ns, counts=counts, line_digests=digests)
 
 
 def first_start_import(backend: Backend, candidates: list[Path], *, progress: Progress | None = None,
@@ -622,17 +636,21 @@ def warn_if_legacy_file_changed(backend: Backend, legacy_path: Path) -> str | No
     if latest.sha256 == state.sha256:
         return _warn_if_baseline_never_merged(backend, latest, path)  # touched, same bytes
     newer = latest.mtime_ns is not None and state.mtime_ns > latest.mtime_ns
+    changed = (f"the legacy file {path} is {'newer than' if newer else 'different from'} what was "
+               f"{'recorded' if latest.kind == 'baseline' else 'imported'} into {backend.path} at "
+               f"{latest.recorded_at}; it was not merged. ")
+    if backend.run_read(lambda g: g.line_digests(path)) is not None:
+        command = graph_memory_command("import", "--new-lines", path, database=backend.path)
+        how = (f"To merge what changed in it since (its new and edited lines; what was deleted from the memory "
+               f"since stays deleted) run: {command} (add --dry-run to see first what it would add)")
+    else:
+        how = (f"An import merges the whole file (existing entities gain only what they lack), so whatever was "
+               f"deleted from the memory since then comes back too: first see what it would add, entity by "
+               f"entity, with: {graph_memory_command('import', '--dry-run', path, database=backend.path)}; then "
+               f"merge it with: {command}")
     log.warning("legacy_file_changed", path=path, database=str(backend.path), recorded_kind=latest.kind,
                 recorded_at=latest.recorded_at, recorded_size_bytes=latest.size_bytes, recorded_mtime=latest.mtime,
-                size_bytes=state.size_bytes, mtime=state.mtime,
-                message=f"the legacy file {path} is {'newer than' if newer else 'different from'} what was "
-                        f"{'recorded' if latest.kind == 'baseline' else 'imported'} into {backend.path} at "
-                        f"{latest.recorded_at}; it was not merged. An import merges the whole file (existing "
-                        f"entities gain only what they lack), so whatever was deleted from the memory since then "
-                        f"comes back too: first see what it would add, entity by entity, with: "
-                        f"{graph_memory_command('import', '--dry-run', path, database=backend.path)}; then "
-                        f"merge it with: {command}",
-                merge_command=command)
+                size_bytes=state.size_bytes, mtime=state.mtime, message=changed + how, merge_command=command)
     return "legacy_file_changed"
 
 

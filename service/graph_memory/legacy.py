@@ -40,6 +40,7 @@ asked for (``with_weights``), after the reference's keys, on relations whose wei
 from __future__ import annotations
 
 import codecs
+import hashlib
 import json
 import os
 import re
@@ -130,6 +131,7 @@ class LegacyGraph:
     unknown_keys: int = 0
     replaced_surrogates: int = 0
     replaced_utf8_lines: list[int] = field(default_factory=list)
+    unchanged_lines: int = 0   # lines left out as already imported (known_lines)
     skipped_lines: list[SkippedLine] = field(default_factory=list)
     invalid_lines: list[SkippedLine] = field(default_factory=list)
     # relations marked as materialized inverses: triple → the relation type of their primary
@@ -145,8 +147,8 @@ class LegacyGraph:
 
         Keys: ``entities, observations, relations, lines, merged_entities, type_conflicts,
         collapsed_observations, duplicate_relations, dangling_relations, unknown_keys,
-        replaced_surrogates, replaced_utf8_lines, skipped_lines, invalid_lines`` (the last three are
-        the lengths of the lists).
+        replaced_surrogates, replaced_utf8_lines, unchanged_lines, skipped_lines, invalid_lines``
+        (``replaced_utf8_lines`` and the last two are the lengths of the lists).
         """
         return {
             "entities": len(self.entities),
@@ -161,6 +163,7 @@ class LegacyGraph:
             "unknown_keys": self.unknown_keys,
             "replaced_surrogates": self.replaced_surrogates,
             "replaced_utf8_lines": len(self.replaced_utf8_lines),
+            "unchanged_lines": self.unchanged_lines,
             "skipped_lines": len(self.skipped_lines),
             "invalid_lines": len(self.invalid_lines),
         }
@@ -265,10 +268,12 @@ def _diagnose(line: str) -> str:
 class _Builder:
     """Accumulates entities and relations with the merge rules, then builds a LegacyGraph."""
 
-    def __init__(self, skip_invalid: bool, path: str | None, dialect: Dialect = REFERENCE) -> None:
+    def __init__(self, skip_invalid: bool, path: str | None, dialect: Dialect = REFERENCE,
+                 known_lines: frozenset[bytes] = frozenset()) -> None:
         self.skip_invalid = skip_invalid
         self.path = path
         self.dialect = dialect
+        self.known_lines = known_lines
         self.entities: dict[str, Entity] = {}
         self.relations: dict[tuple[str, str, str], Relation] = {}
         self.graph = LegacyGraph(entities=[], relations=[])
@@ -454,11 +459,15 @@ def _scan_lines(lines: Iterable[str | bytes | None], builder: _Builder) -> Itera
     skipped = builder.graph.skipped_lines
     decode, fast_decode = _DECODER.decode, orjson.loads
     kinds = {builder.dialect.entity: "entity", builder.dialect.relation: "relation"}
+    known = builder.known_lines
     number = 0
     for number, line in enumerate(lines, 1):
         if number > 1:
             yield  # after the line before: what it added is complete
         if line is None:
+            continue
+        if known and line_digest(line if isinstance(line, bytes) else line.encode("utf-8", "surrogatepass")) in known:
+            builder.graph.unchanged_lines += 1
             continue
         try:
             # orjson reads JSON whitespace around the value (a CR before the newline too) and
@@ -498,7 +507,7 @@ def _scan_lines(lines: Iterable[str | bytes | None], builder: _Builder) -> Itera
 
 
 def parse_legacy(data: bytes, *, skip_invalid: bool = False, path: str | None = None,
-                 dialect: Dialect = REFERENCE) -> LegacyGraph:
+                 dialect: Dialect = REFERENCE, known_lines: frozenset[bytes] = frozenset()) -> LegacyGraph:
     """Parse the bytes of a legacy memory file into a reconciled :class:`LegacyGraph`.
 
     Args:
@@ -522,7 +531,7 @@ def parse_legacy(data: bytes, *, skip_invalid: bool = False, path: str | None = 
 
     Rules: docs/INTERFACE.md "Legacy JSONL" and the reference server's ``loadGraph``.
     """
-    builder = _Builder(skip_invalid, path, dialect)
+    builder = _Builder(skip_invalid, path, dialect, known_lines)
     for _ in _scan(data, builder):
         pass
     return builder.finish()
@@ -556,6 +565,9 @@ def _scan(data: bytes, builder: _Builder) -> Iterator[None]:
         builder.graph.replaced_utf8_lines.extend(_lines_not_utf8(data))
     text = text.removeprefix(_BOM)
     doc = _as_document(text, builder.dialect.document_keys)
+    if doc is not None and builder.known_lines:
+        raise LegacyFormatError("this file is one JSON document, not JSONL: it has no lines to tell new ones "
+                                "from those imported before; import it whole", path=path)
     if doc is not None:
         yield from _scan_document(builder.replace_surrogates(doc) if "\\u" in text else doc, builder)
         return
@@ -579,8 +591,9 @@ class _Checker(_Builder):
     """Validates every line and counts the records, keeping none but the hashes of names and
     triples, to tell which may repeat (:func:`stream_legacy`)."""
 
-    def __init__(self, skip_invalid: bool, path: str | None, dialect: Dialect) -> None:
-        super().__init__(skip_invalid, path, dialect)
+    def __init__(self, skip_invalid: bool, path: str | None, dialect: Dialect,
+                 known_lines: frozenset[bytes] = frozenset()) -> None:
+        super().__init__(skip_invalid, path, dialect, known_lines)
         self.entity_records = 0
         self.relation_records = 0
         self.name_hashes: set[int] = set()
@@ -608,8 +621,9 @@ def _note(value: int, seen: set[int], repeated: set[int]) -> None:
 class _Collector(_Builder):
     """Hands each record on as read (:meth:`LegacyStream.records`)."""
 
-    def __init__(self, skip_invalid: bool, path: str | None, dialect: Dialect) -> None:
-        super().__init__(skip_invalid, path, dialect)
+    def __init__(self, skip_invalid: bool, path: str | None, dialect: Dialect,
+                 known_lines: frozenset[bytes] = frozenset()) -> None:
+        super().__init__(skip_invalid, path, dialect, known_lines)
         self.out: list[LegacyRecord] = []
 
     def add_entity(self, name: str, entity_type: str, observations: list[str]) -> None:
@@ -650,6 +664,7 @@ class LegacyStream:
     repeated_names: frozenset[int] = frozenset()
     repeated_triples: frozenset[int] = frozenset()
     checked: bool = True
+    known_lines: frozenset[bytes] = frozenset()   # lines left out as imported before (line_digest)
 
     def records(self, scan: LegacyGraph | None = None) -> Iterator[LegacyRecord]:
         """Every entity and relation line in file order, as read (observations as written, with
@@ -665,7 +680,7 @@ class LegacyStream:
                 ``data`` is not what was checked: the check refused such a file already), or a
                 file refused whole (not UTF-8, a SQLite database).
         """
-        collector = _Collector(self.skip_invalid, self.path, self.dialect)
+        collector = _Collector(self.skip_invalid, self.path, self.dialect, self.known_lines)
         if scan is not None:
             collector.graph = scan
         out = collector.out
@@ -678,11 +693,13 @@ class LegacyStream:
 
     def graph(self) -> LegacyGraph:
         """The whole file reconciled (:func:`parse_legacy`), e.g. for a dry run."""
-        return parse_legacy(self.data, skip_invalid=self.skip_invalid, path=self.path, dialect=self.dialect)
+        return parse_legacy(self.data, skip_invalid=self.skip_invalid, path=self.path, dialect=self.dialect,
+                            known_lines=self.known_lines)
 
 
 def stream_legacy(data: bytes, *, skip_invalid: bool = False, path: str | None = None,
-                  dialect: Dialect = REFERENCE, check: bool = True) -> LegacyStream:
+                  dialect: Dialect = REFERENCE, check: bool = True,
+                  known_lines: frozenset[bytes] = frozenset()) -> LegacyStream:
     """Check the bytes of a legacy memory file line by line and return them as a
     :class:`LegacyStream` (same arguments, rules and errors as :func:`parse_legacy`). With
     ``check`` False nothing is read here: the stream's first reading checks it.
@@ -691,13 +708,39 @@ def stream_legacy(data: bytes, *, skip_invalid: bool = False, path: str | None =
         LegacyFormatError: as :func:`parse_legacy` (only with ``check``).
     """
     if not check:
-        return LegacyStream(data, path, skip_invalid, dialect, LegacyGraph([], []), 0, 0, checked=False)
-    checker = _Checker(skip_invalid, path, dialect)
+        return LegacyStream(data, path, skip_invalid, dialect, LegacyGraph([], []), 0, 0, checked=False,
+                            known_lines=known_lines)
+    checker = _Checker(skip_invalid, path, dialect, known_lines)
     for _ in _scan(data, checker):
         pass
     return LegacyStream(data, path, skip_invalid, dialect, checker.finish(), checker.entity_records,
                         checker.relation_records, frozenset(checker.repeated_names),
-                        frozenset(checker.repeated_triples))
+                        frozenset(checker.repeated_triples), known_lines=known_lines)
+
+
+def line_digest(line: bytes) -> bytes:
+    """The 8-byte BLAKE2b digest of one line of a legacy file, surrounding whitespace (a CR
+    included) left out: what an import records of each line (:func:`line_digests`)."""
+    return hashlib.blake2b(line.strip(b" \t\r\n"), digest_size=_DIGEST).digest()
+
+
+def line_digests(data: bytes) -> bytes:
+    """The :func:`line_digest` of every non-blank line of ``data`` (a BOM left out), in file
+    order, concatenated: what an import records, so ``graph-memory import --new-lines`` can
+    leave out the lines it has seen (8 bytes a line: 8 MB for 1,000,000 entities)."""
+    out = bytearray()
+    for line in _iter_lines(data):
+        if line.strip(b" \t\r\n"):
+            out += line_digest(line)
+    return bytes(out)
+
+
+def known_lines(digests: bytes) -> frozenset[bytes]:
+    """The set of the digests :func:`line_digests` concatenated."""
+    return frozenset(digests[i:i + _DIGEST] for i in range(0, len(digests), _DIGEST))
+
+
+_DIGEST = 8
 
 
 def _db_name(path: str | None) -> str:

@@ -79,11 +79,12 @@ def parse_memory_file(data: bytes, *, skip_invalid: bool = False, path: str | No
 
 
 def stream_memory_file(data: bytes, *, skip_invalid: bool = False, path: str | None = None,
-                       check: bool = True) -> LegacyStream:
+                       check: bool = True, known_lines: frozenset[bytes] = frozenset()) -> LegacyStream:
     """:func:`parse_memory_file` for a streamed import (:func:`graph_memory.legacy.stream_legacy`):
     the file checked whole, its records read again one at a time (``check`` False: checked by
-    that reading)."""
-    return stream_legacy(data, skip_invalid=skip_invalid, path=path, dialect=detect(data), check=check)
+    that reading); ``known_lines``: digests of lines to leave out (imported before)."""
+    return stream_legacy(data, skip_invalid=skip_invalid, path=path, dialect=detect(data), check=check,
+                         known_lines=known_lines)
 
 
 def _dumps(obj: dict[str, Any]) -> str:

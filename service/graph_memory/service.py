@@ -57,10 +57,11 @@ from graph_memory.importer import (
     log_first_start_import,
     plan_graph,
     read_legacy_file,
+    record_path,
     refused,
     write_atomically,
 )
-from graph_memory.legacy import LegacyStream, write_legacy
+from graph_memory.legacy import LegacyStream, known_lines, write_legacy
 from graph_memory.meshfile import stream_memory_file, write_memorymesh
 from graph_memory.models import (
     DEFAULT_WEIGHT,
@@ -935,6 +936,7 @@ def opened(settings: Settings, mode: OpenMode) -> Iterator[Backend]:
 
 
 def import_file(settings: Settings, file: str, *, skip_invalid: bool = False, dry_run: bool = False,
+                new_lines: bool = False,
                 progress: Callable[[int | None], AbstractContextManager[Progress]] | None = None) -> ImportReport:
     """``graph-memory import FILE``: merge the legacy ``file`` into the database (one transaction,
     recorded in ``legacy_imports``), or with ``dry_run`` only report what that would do.
@@ -947,18 +949,24 @@ def import_file(settings: Settings, file: str, *, skip_invalid: bool = False, dr
     behind. A dry run opens an existing database without migrating
     it (none: every item would be new). ``progress(total)`` (``total``: the file's entity and
     relation lines, None when not counted yet) gives the importer's progress for the import.
+    ``new_lines``: merge only the lines that were not in the file when it was last imported into
+    this database (its record keeps a digest of each line): what changed in the file since, and
+    not what was deleted from the memory since (``unchanged_lines`` counts what was left out).
 
     Raises:
         LegacyFormatError: the file cannot be read or has a bad line (nothing was imported).
+        InvalidInput: ``new_lines``, and the database has no record of the file's lines.
         PendingMigrationsError: a dry run on a database with pending migrations.
         StoreError: the database cannot be opened or written (nothing was).
     """
     path = settings.database_label
+    known = _imported_lines(settings, file, dry_run) if new_lines else frozenset()
     new = not dry_run and backends.database_missing(settings)
     # Into a graph that is empty the file is read once: nothing stored can merge with a repeat in
     # it, so the merge's reading is its check (8.8 s of a 1,000,000-entity file; issue 15).
     once = new or (not dry_run and _graph_is_empty(settings))
-    state, legacy = read_legacy_file(file, skip_invalid=skip_invalid, database=path, check=not once)
+    state, legacy = read_legacy_file(file, skip_invalid=skip_invalid, database=path, check=not once,
+                                     known_lines=known)
 
     def load(backend: Backend, stream: LegacyStream) -> ImportReport:
         total = stream.entity_records + stream.relation_records if stream.checked else None
@@ -982,6 +990,28 @@ def import_file(settings: Settings, file: str, *, skip_invalid: bool = False, dr
             return plan_graph(backend if backend.has_graph() else None, legacy, source=file, database=str(path))
     with opened(settings, "migrate") as backend:
         return load(backend, legacy)
+
+
+def _imported_lines(settings: Settings, file: str, dry_run: bool) -> frozenset[bytes]:
+    """The digests of the lines ``file`` had when it was last imported into the database (for a
+    dry run read as it is; else migrated first, as the import will).
+
+    Raises:
+        InvalidInput: no database, or no record of the file's lines in it (never imported into it,
+            or by a version before these records); the message says what to do instead.
+    """
+    whole = graph_memory_command("import", "--dry-run", Path(file).absolute(), database=settings.database_label)
+    digests = None
+    if not backends.database_missing(settings):
+        with opened(settings, "current" if dry_run else "migrate") as backend:
+            if backend.has_graph():
+                digests = backend.run_read(lambda g: g.line_digests(record_path(file)))
+    if digests is None:
+        raise InvalidInput(f"--new-lines: {settings.database_label} has no record of the lines of {file} (it was "
+                           f"never imported into it, or by a version that kept none), so nothing tells its new lines "
+                           f"from those imported before. Without --new-lines the whole file is merged, bringing back "
+                           f"what was deleted since; see what that would add first with: {whole}")
+    return known_lines(digests)
 
 
 def _graph_is_empty(settings: Settings) -> bool:

@@ -153,6 +153,11 @@ class Graph(Protocol):
         """The newest legacy-import record of the file recorded as ``path``."""
         ...
 
+    def line_digests(self, path: str) -> bytes | None:
+        """The line digests of the newest record of the file recorded as ``path`` (migration
+        0008), or None: no record, or one kept without them."""
+        ...
+
     def first_start_action(self) -> str | None:
         """What the next start still owes: ``'import'``, ``'baseline'`` or None."""
         ...
@@ -211,8 +216,10 @@ class Graph(Protocol):
         ...
 
     def insert_record(self, kind: str, *, path: str, size_bytes: int, sha256: str, mtime: str,
-                      mtime_ns: int, counts: tuple[int | None, int | None, int | None]) -> None:
-        """Add a legacy-import record (``counts``: entities, observations, relations created)."""
+                      mtime_ns: int, counts: tuple[int | None, int | None, int | None],
+                      line_digests: bytes | None = None) -> None:
+        """Add a legacy-import record (``counts``: entities, observations, relations created;
+        ``line_digests``: :func:`graph_memory.legacy.line_digests` of the file)."""
         ...
 
     def set_entity_type(self, name: str, entity_type: str) -> bool:
@@ -456,6 +463,9 @@ class SqliteGraph:
     def latest_record(self, path: str) -> ImportRecord | None:
         return records.latest_record(self.conn, path)
 
+    def line_digests(self, path: str) -> bytes | None:
+        return records.line_digests(self.conn, path)
+
     def first_start_action(self) -> str | None:
         return records.first_start_action(self.conn)
 
@@ -494,9 +504,10 @@ class SqliteGraph:
         return records.take_first_start(self.conn, action)
 
     def insert_record(self, kind: str, *, path: str, size_bytes: int, sha256: str, mtime: str,
-                      mtime_ns: int, counts: tuple[int | None, int | None, int | None]) -> None:
+                      mtime_ns: int, counts: tuple[int | None, int | None, int | None],
+                      line_digests: bytes | None = None) -> None:
         records.insert_record(self.conn, kind, path=path, size_bytes=size_bytes, sha256=sha256, mtime=mtime,
-                              mtime_ns=mtime_ns, counts=counts)
+                              mtime_ns=mtime_ns, counts=counts, line_digests=line_digests)
 
     def set_entity_type(self, name: str, entity_type: str) -> bool:
         return graph.set_entity_type(self.conn, name, entity_type)

@@ -6,7 +6,7 @@ record and what; these functions read and write the rows inside the caller's tra
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from graph_memory.db.store import Connection
 from graph_memory.wording import plural
@@ -59,12 +59,24 @@ RECORD_COLUMNS = ("kind, path, size_bytes, sha256, mtime, mtime_ns, entities, ob
 
 
 def insert_record(conn: Connection, kind: str, *, path: str, size_bytes: int, sha256: str, mtime: str,
-                  mtime_ns: int, counts: tuple[int | None, int | None, int | None]) -> None:
+                  mtime_ns: int, counts: tuple[int | None, int | None, int | None],
+                  line_digests: bytes | None = None) -> None:
     """Add one record of kind ``kind`` for the file described (``counts``: entities,
-    observations and relations the import created, or Nones for a ``baseline``)."""
-    conn.execute("INSERT INTO legacy_imports (kind, path, size_bytes, sha256, mtime, mtime_ns, entities, "
-                 "observations, relations) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                 (kind, path, size_bytes, sha256, mtime, mtime_ns, *counts))
+    observations and relations the import created, or Nones for a ``baseline``;
+    ``line_digests``: :func:`graph_memory.legacy.line_digests` of its lines)."""
+    columns = "kind, path, size_bytes, sha256, mtime, mtime_ns, entities, observations, relations"
+    values: list[Any] = [kind, path, size_bytes, sha256, mtime, mtime_ns, *counts]
+    if line_digests is not None:   # named only then: a record without them suits every schema since 0004
+        columns += ", line_digests"
+        values.append(line_digests)
+    conn.execute(f"INSERT INTO legacy_imports ({columns}) VALUES ({', '.join('?' * len(values))})", values)
+
+
+def line_digests(conn: Connection, path: str) -> bytes | None:
+    """The line digests of the newest record of the file recorded as ``path``, or None."""
+    row = conn.execute("SELECT line_digests FROM legacy_imports WHERE path = ? ORDER BY id DESC LIMIT 1",
+                       (path,)).fetchone()
+    return None if row is None or row[0] is None else bytes(cast(bytes, row[0]))
 
 
 def take_first_start(conn: Connection, action: str) -> bool:

@@ -845,10 +845,20 @@ class PostgresGraph:
                          (action,)) is not None
 
     def insert_record(self, kind: str, *, path: str, size_bytes: int, sha256: str, mtime: str,
-                      mtime_ns: int, counts: tuple[int | None, int | None, int | None]) -> None:
-        self.conn.execute("INSERT INTO legacy_imports (kind, path, size_bytes, sha256, mtime, mtime_ns, entities, "
-                          "observations, relations) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                          (kind, encode(path), size_bytes, sha256, mtime, mtime_ns, *counts))
+                      mtime_ns: int, counts: tuple[int | None, int | None, int | None],
+                      line_digests: bytes | None = None) -> None:
+        columns = "kind, path, size_bytes, sha256, mtime, mtime_ns, entities, observations, relations"
+        values: list[Any] = [kind, encode(path), size_bytes, sha256, mtime, mtime_ns, *counts]
+        if line_digests is not None:   # named only then: a record without them suits every schema
+            columns += ", line_digests"
+            values.append(line_digests)
+        self.conn.execute(f"INSERT INTO legacy_imports ({columns}) VALUES ({', '.join(['%s'] * len(values))})",
+                          values)
+
+    def line_digests(self, path: str) -> bytes | None:
+        row = self._one("SELECT line_digests FROM legacy_imports WHERE path = %s ORDER BY id DESC LIMIT 1",
+                        (encode(path),))
+        return None if row is None or row[0] is None else bytes(row[0])
 
     def restore_record(self, record: ImportRecord) -> None:
         self.conn.execute(f"INSERT INTO legacy_imports ({RECORD_COLUMNS}) "
