@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from graph_memory.errors import InvalidInput
+from graph_memory.errors import InvalidInput, LegacyFormatError
 from graph_memory.importer import record_path
 from graph_memory.legacy import line_digest, line_digests
 from graph_memory.service import MemoryService, import_file
@@ -72,11 +72,44 @@ def test_new_lines_without_a_record_of_the_files_lines_is_refused_saying_what_to
     assert graph_of(MemoryService(graph_backend)) == ([], [])
 
 
-def test_new_lines_refuses_a_single_document_file(graph_backend: Any, database_settings: Settings,
-                                                  tmp_path: Path) -> None:
+def test_a_single_document_file_is_recorded_without_lines_and_merged_whole(
+        graph_backend: Any, database_settings: Settings, tmp_path: Path) -> None:
+    """A .json document has no lines to tell apart: its record keeps none, so the warning of a
+    changed file offers the whole merge (QA: it offered --new-lines, which then refused it)."""
     legacy = tmp_path / "memory.json"
+    legacy.write_text('{"entities": [{"name": "Ada", "entityType": "p", "observations": []}], "relations": []}')
+    import_file(database_settings, str(legacy))
+    assert graph_backend.run_read(lambda g: g.line_digests(record_path(legacy))) is None
+    legacy.write_text('{"entities": [{"name": "Carol", "entityType": "p", "observations": []}], "relations": []}')
+    with pytest.raises(InvalidInput, match="one JSON document, which has no lines"):
+        import_file(database_settings, str(legacy), new_lines=True)
+
+
+def test_a_line_that_is_not_utf8_is_known_again_once_the_reference_server_wrote_it_back(
+        graph_backend: Any, database_settings: Settings, tmp_path: Path) -> None:
+    """The reference server reads a cp1252 byte as U+FFFD and writes the line back in UTF-8; the
+    line must still count as imported (QA: every such line looked new, and brought back what
+    was deleted)."""
+    legacy = tmp_path / "memory.jsonl"
+    latin = b'{"type":"entity","name":"Ren\xe9e","entityType":"person","observations":["caf\xe9"]}'
+    legacy.write_bytes(latin + b"\n" + BOB + b"\n")
+    import_file(database_settings, str(legacy))
+    MemoryService(graph_backend).delete_entities(["Ren\ufffde"])
+    legacy.write_bytes(latin.decode("utf-8", "replace").encode() + b"\n" + BOB + b"\n" + CAROL + b"\n")
+    report = import_file(database_settings, str(legacy), new_lines=True)
+    assert report.file["unchanged_lines"] == 2 and report.entities_created == 1
+    assert [name for name, _ in graph_of(MemoryService(graph_backend))[0]] == ["Bob", "Carol"]
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_a_bad_line_under_new_lines_suggests_skipping_it_with_new_lines_kept(
+        graph_backend: Any, database_settings: Settings, tmp_path: Path, dry_run: bool) -> None:
+    """QA: the refusal's --skip-invalid command left --new-lines out, and merged the whole file."""
+    legacy = tmp_path / "memory.jsonl"
     legacy.write_bytes(ALICE + b"\n")
     import_file(database_settings, str(legacy))
-    legacy.write_text('{"entities": [{"name": "Carol", "entityType": "p", "observations": []}], "relations": []}')
-    with pytest.raises(Exception, match="one JSON document, not JSONL"):
-        import_file(database_settings, str(legacy), new_lines=True)
+    legacy.write_bytes(ALICE + b"\n" + b'{"type":"entity","name":"Bad",' + b"\n" + CAROL + b"\n")
+    with pytest.raises(LegacyFormatError) as refused:
+        import_file(database_settings, str(legacy), new_lines=True, dry_run=dry_run)
+    flags = "--new-lines --dry-run --skip-invalid" if dry_run else "--new-lines --skip-invalid"
+    assert f"graph-memory import {flags} {legacy}" in str(refused.value), str(refused.value)

@@ -106,6 +106,28 @@ async def test_memorymesh_reads_over_the_bound_are_refused_with_what_works_there
         await mesh_client.read_resource(GRAPH_URI)
 
 
+async def test_a_memorymesh_error_repeats_large_arguments_only_by_their_size(graph_backend: Backend) -> None:
+    """MemoryMesh's error repeats the call's arguments (text and structured content): a large
+    refused call made an error over the bound, which stdio replaced by one saying the call had
+    done its work (found by QA: nothing was written). Arguments over 16 KiB are now named by
+    their size; and a replaced error says that nothing was written."""
+    from graph_memory.mcp.bounds import refused_line
+
+    memory = MemoryService(graph_backend, Limits(max_batch=5, max_reply_bytes=50_000))
+    nodes = [{"name": f"N{i}", "nodeType": "thing", "metadata": ["x" * 5_000]} for i in range(6)]
+    async with Client(build_server(memory, profile="memorymesh").server) as mesh:
+        result = await mesh.call_tool("add_nodes", {"nodes": nodes})
+    assert result.is_error and result.structured_content is not None
+    assert result.content[0].text.startswith("Error during add_nodes:") and "the limit is 5" in result.content[0].text
+    echoed = len(json.dumps({"nodes": nodes}, ensure_ascii=False))
+    assert result.structured_content["context"]["args"] == f"({echoed:,} characters of arguments, not repeated here)"
+    assert sum(len(c.text) for c in result.content) < 2_000 and memory.read_graph().entities == []
+    line = refused_line(7, {"content": [{"type": "text", "text": "Error during add_nodes: boom"}], "isError": True},
+                        60_000, 50_000)
+    text = line["result"]["content"][0]["text"]
+    assert "nothing was written" in text and "Error during add_nodes: boom" in text and "do not repeat" not in text
+
+
 async def test_a_write_whose_reply_grew_over_the_bound_keeps_its_change_and_says_so(
         bounded: MemoryService, mesh_client: Any) -> None:
     """update_nodes answers with the whole node: a small call on a node with many observations."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -207,7 +207,8 @@ def _load(backend: Backend, legacy: LegacyGraph | LegacyStream, *, source: str, 
             progress.phase("indexing")
 
     # What each line of the file was, recorded with the import (`import --new-lines` leaves them out later).
-    digests = line_digests(legacy.data) if record is not None and isinstance(legacy, LegacyStream) else None
+    digests = (line_digests(legacy.data, legacy.dialect) if record is not None and isinstance(legacy, LegacyStream)
+               else None)
 
     def run(g: Graph) -> ImportReport:
         # A fresh report per attempt: run_write may retry the whole transaction when busy.
@@ -271,7 +272,8 @@ def load_graph(backend: Backend, legacy: LegacyGraph | LegacyStream, *, source: 
 
 
 def read_legacy_file(path: str, *, skip_invalid: bool, database: Path | str, check: bool = True,
-                     known_lines: frozenset[bytes] = frozenset()) -> tuple[FileState, LegacyStream]:
+                     known_lines: frozenset[bytes] = frozenset(), flags: Sequence[str] = ()
+                     ) -> tuple[FileState, LegacyStream]:
     """Read the legacy file ``path`` once and check every line, for ``graph-memory import`` into
     ``database``: its state (what the import record describes) and its records
     (:meth:`LegacyStream.graph` parses them whole, e.g. for a dry run). ``check`` False: only
@@ -288,14 +290,16 @@ def read_legacy_file(path: str, *, skip_invalid: bool, database: Path | str, che
         return state, stream_memory_file(data, skip_invalid=skip_invalid, path=path, check=check,
                                          known_lines=known_lines)
     except LegacyFormatError as exc:
-        raise refused(exc, path, skip_invalid=skip_invalid, database=database) from exc
+        raise refused(exc, path, skip_invalid=skip_invalid, database=database, flags=flags) from exc
 
 
-def refused(exc: LegacyFormatError, path: str, *, skip_invalid: bool, database: Path | str) -> LegacyFormatError:
+def refused(exc: LegacyFormatError, path: str, *, skip_invalid: bool, database: Path | str,
+            flags: Sequence[str] = ()) -> LegacyFormatError:
     """``exc`` (the file ``path`` refused by ``graph-memory import`` into ``database``) saying that
     nothing was imported and, for a bad line, giving the ``import --skip-invalid`` command that
-    imports every other line."""
-    skipping = graph_memory_command("import", "--skip-invalid", Path(path).absolute(), database=database)
+    imports every other line (with the call's own ``flags``: ``--new-lines``, ``--dry-run``; found
+    by QA: without ``--new-lines`` it merged the whole file)."""
+    skipping = graph_memory_command("import", *flags, "--skip-invalid", Path(path).absolute(), database=database)
     hint = "" if skip_invalid or not exc.skippable else (
         f"; fix that line, or import every other line (the bad ones are listed) with: {skipping}")
     return exc.advised(f". Nothing was imported{hint}")

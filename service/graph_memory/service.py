@@ -965,8 +965,9 @@ def import_file(settings: Settings, file: str, *, skip_invalid: bool = False, dr
     # Into a graph that is empty the file is read once: nothing stored can merge with a repeat in
     # it, so the merge's reading is its check (8.8 s of a 1,000,000-entity file; issue 15).
     once = new or (not dry_run and _graph_is_empty(settings))
+    flags = [*(["--new-lines"] if new_lines else []), *(["--dry-run"] if dry_run else [])]
     state, legacy = read_legacy_file(file, skip_invalid=skip_invalid, database=path, check=not once,
-                                     known_lines=known)
+                                     known_lines=known, flags=flags)
 
     def load(backend: Backend, stream: LegacyStream) -> ImportReport:
         total = stream.entity_records + stream.relation_records if stream.checked else None
@@ -974,7 +975,7 @@ def import_file(settings: Settings, file: str, *, skip_invalid: bool = False, dr
             try:
                 return load_graph(backend, stream, source=file, progress=bar, record=state)
             except LegacyFormatError as exc:  # found by the reading of a file not checked before
-                raise refused(exc, file, skip_invalid=skip_invalid, database=path) from exc
+                raise refused(exc, file, skip_invalid=skip_invalid, database=path, flags=flags) from exc
 
     if new:
         try:
@@ -1008,7 +1009,8 @@ def _imported_lines(settings: Settings, file: str, dry_run: bool) -> frozenset[b
                 digests = backend.run_read(lambda g: g.line_digests(record_path(file)))
     if digests is None:
         raise InvalidInput(f"--new-lines: {settings.database_label} has no record of the lines of {file} (it was "
-                           f"never imported into it, or by a version that kept none), so nothing tells its new lines "
+                           f"never imported into it, or by a version that kept none, or it is one JSON document, "
+                           f"which has no lines), so nothing tells its new lines "
                            f"from those imported before. Without --new-lines the whole file is merged, bringing back "
                            f"what was deleted since; see what that would add first with: {whole}")
     return known_lines(digests)

@@ -215,10 +215,16 @@ def refused_line(request_id: str | int, result: dict[str, Any], size: int, bound
             f"and comes only whole (a listing of the server's tools or resources, or its handshake): set "
             f"MEMORY_MAX_REPLY_BYTES to at least {size:,} (the default is {DEFAULT_MAX_REPLY_BYTES:,}; 0: no "
             f"bound) and restart the server.")}}
-    what = (f"This reply would be {size:,} bytes, over {_bound_text(bound)}; it was not sent. Ask for less per "
-            f"call: read_graph and search_nodes in pages (limit, then cursor set to each reply's nextCursor until "
-            f"a reply has none) or with view 'summary', open_nodes with fewer names; the memory://knowledge-graph "
-            f"resource through read_graph's pages. A call that writes has done its work: do not repeat it.")
+    if result.get("isError") is True:   # a refused call: its transaction wrote nothing
+        text = next((c.get("text") for c in result.get("content", []) if isinstance(c, dict)), "")
+        what = (f"The call failed, and its error message was {size:,} bytes, over {_bound_text(bound)}; nothing "
+                f"was written. It began: {str(text)[:300]}")
+    else:
+        what = (f"This reply would be {size:,} bytes, over {_bound_text(bound)}; it was not sent. Ask for less "
+                f"per call: read_graph and search_nodes in pages (limit, then cursor set to each reply's nextCursor "
+                f"until a reply has none) or with view 'summary', open_nodes with fewer names; the "
+                f"memory://knowledge-graph resource through read_graph's pages. A call that writes has done its "
+                f"work: do not repeat it.")
     if isinstance(result.get("content"), list):
         return {"jsonrpc": "2.0", "id": request_id,
                 "result": {"content": [{"type": "text", "text": what}], "isError": True}}

@@ -154,6 +154,10 @@ _ADVICE: tuple[tuple[type[GraphError], list[str], list[str]], ...] = (
 )
 
 
+# The longest arguments (compact JSON characters) an error repeats in its context.
+_LONGEST_ECHO = 16_384
+
+
 def error_result(tool: str, message: str, exc: Exception, arguments: Arguments
                  ) -> tuple[list[str], dict[str, Any]]:
     """MemoryMesh's error answer for a call of ``tool`` with ``arguments`` that failed with
@@ -163,7 +167,12 @@ def error_result(tool: str, message: str, exc: Exception, arguments: Arguments
         if isinstance(exc, kind):
             suggestions, steps = kind_suggestions, kind_steps
             break
-    context = {"args": arguments, "tool": tool}   # MemoryMesh's {"args": …}, and which tool failed
+    context: dict[str, Any] = {"args": arguments, "tool": tool}   # MemoryMesh's {"args": …}, and which tool failed
+    echoed = len(json.dumps(arguments, ensure_ascii=False))
+    if echoed > _LONGEST_ECHO:
+        # Repeated twice (text and structured content), a large call's arguments made its error
+        # larger than the reply bound, and the error was replaced by one about the size (found by QA).
+        context["args"] = f"({echoed:,} characters of arguments, not repeated here)"
     structured = {"timestamp": timestamp(), "error": message, "context": context,
                   "suggestions": suggestions, "recoverySteps": steps}
     texts = [f"Error during {tool}: {message}", "Context: " + json.dumps(context, ensure_ascii=False)]
