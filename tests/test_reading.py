@@ -277,12 +277,14 @@ def test_migration_0006_marks_first_start_imports_unknown_and_keeps_later_times(
         tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     import time
 
+    from graph_memory import importer
     from graph_memory.db import migrations
     from graph_memory.db.store import Store
 
     known = migrations.load_migrations()
     with monkeypatch.context() as patch:   # a database made and imported into by the previous version
         patch.setattr(migrations, "load_migrations", lambda: known[:5])
+        patch.setattr(importer, "line_digests", lambda *_: None)   # it kept no line digests (0008)
         store = _first_start(tmp_path)
         for table in ("entities", "observations"):   # the previous version wrote the import moment
             store.conn.execute(f"UPDATE {table} SET created_at = (SELECT recorded_at FROM legacy_imports), "
