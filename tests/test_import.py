@@ -94,7 +94,8 @@ def test_import_into_an_empty_database_creates_everything_and_reports_counts(sto
                            rel("Alice", "Bob"), rel("Alice", "Nobody", "misses")))
     report = import_file(store, path)
     assert counts(report) == {"entities_created": 2, "entities_merged": 0, "type_conflicts": 0,
-                              "observations_added": 2, "relations_created": 2, "relations_skipped": 0}
+                              "observations_added": 2, "relations_created": 2, "relations_skipped": 0,
+                              "relations_left_out": 0}
     assert report.file["dangling_relations"] == 1 and report.database == str(store.path)
     assert snapshot(store) == ([("Alice", "person", ["likes tea", "Zoë 🚀"]), ("Bob", "person", [])],
                                [("Alice", "Bob", "knows"), ("Alice", "Nobody", "misses")])
@@ -104,13 +105,15 @@ def test_import_into_an_empty_database_creates_everything_and_reports_counts(sto
 def test_the_real_sample_file_imports_with_the_reference_counts(store: Store) -> None:
     report = import_file(store, sample_path())
     assert counts(report) == {"entities_created": 295, "entities_merged": 0, "type_conflicts": 0,
-                              "observations_added": 1065, "relations_created": 424, "relations_skipped": 0}
+                              "observations_added": 1065, "relations_created": 424, "relations_skipped": 0,
+                              "relations_left_out": 0}
     assert report.file["merged_entities"] == 3 and report.file["collapsed_observations"] == 99
     assert report.file["dangling_relations"] == 10
     search_documents_are_consistent(store)
     again = import_file(store, sample_path())
     assert counts(again) == {"entities_created": 0, "entities_merged": 295, "type_conflicts": 0,
-                             "observations_added": 0, "relations_created": 0, "relations_skipped": 424}
+                             "observations_added": 0, "relations_created": 0, "relations_skipped": 424,
+                             "relations_left_out": 0}
 
 
 # -- merging into a non-empty database ------------------------------------------------------------
@@ -134,7 +137,8 @@ MERGED_ENTITIES = [("Alice", "person", ["likes tea", "lives in Lyon", "plays go"
                    ("Bob", "robot", ["beeps"]), ("Carol", "person", ["new here"])]
 MERGED_RELATIONS = [("Alice", "Bob", "knows"), ("Carol", "Alice", "admires"), ("Carol", "Ghost", "haunts")]
 MERGE_COUNTS = {"entities_created": 1, "entities_merged": 2, "type_conflicts": 1,
-                "observations_added": 4, "relations_created": 2, "relations_skipped": 1}
+                "observations_added": 4, "relations_created": 2, "relations_skipped": 1,
+                "relations_left_out": 0}
 
 
 def test_merge_adds_missing_observations_keeps_types_and_skips_existing_relations(store: Store,
@@ -183,7 +187,8 @@ def test_dry_run_against_no_database_counts_everything_as_new() -> None:
     legacy = LegacyGraph([Entity("A", "t", ["x", "y"])], [Relation("A", "B", "r")])
     plan = plan_graph(None, legacy, source="f", database="/nowhere/memory.db")
     assert counts(plan) == {"entities_created": 1, "entities_merged": 0, "type_conflicts": 0,
-                            "observations_added": 2, "relations_created": 1, "relations_skipped": 0}
+                            "observations_added": 2, "relations_created": 1, "relations_skipped": 0,
+                            "relations_left_out": 0}
 
 
 def test_a_failure_half_way_rolls_the_whole_import_back(store: Store) -> None:

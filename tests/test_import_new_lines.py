@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from graph_memory import cli
 from graph_memory.errors import InvalidInput, LegacyFormatError
 from graph_memory.importer import record_path
 from graph_memory.legacy import line_digest, line_digests
@@ -58,6 +59,43 @@ def test_a_changed_file_merges_its_new_and_edited_lines_and_deletions_stay(
     # Without --new-lines the whole file is merged, as before: Bob comes back.
     import_file(database_settings, str(legacy))
     assert [name for name, _ in graph_of(memory)[0]] == ["Alice", "Carol", "Bob"]
+
+
+BOB_LIKES = b'{"type":"relation","from":"Bob","to":"Alice","relationType":"likes"}'
+ALICE_MEETS_DAN = b'{"type":"relation","from":"Alice","to":"Dan","relationType":"meets"}'
+
+
+@pytest.mark.parametrize("emptied", [False, True], ids=["graph-kept", "graph-emptied"])
+def test_a_new_relation_to_an_entity_deleted_here_is_left_out_not_left_dangling(
+        graph_backend: Any, database_settings: Settings, tmp_path: Path, emptied: bool,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Bob was deleted here (his relations with him); the reference server then wrote a relation
+    line of his. Bob's own line is unchanged, so --new-lines leaves him out: the relation would
+    dangle (found by QA). It is left out and counted; a relation to a name the file never held
+    (Dan) is kept, as every import keeps it. Both the checked reading and the single reading of
+    an import into an emptied graph."""
+    legacy = tmp_path / "memory.jsonl"
+    legacy.write_bytes(b"\n".join([ALICE, BOB, KNOWS]) + b"\n")
+    import_file(database_settings, str(legacy))
+    memory = MemoryService(graph_backend)
+    memory.delete_entities(["Alice", "Bob"] if emptied else ["Bob"])
+    legacy.write_bytes(b"\n".join([ALICE, BOB, CAROL, KNOWS, BOB_LIKES, CAROL_KNOWS, ALICE_MEETS_DAN]) + b"\n")
+
+    dry = import_file(database_settings, str(legacy), new_lines=True, dry_run=True)
+    report = import_file(database_settings, str(legacy), new_lines=True)
+    for counted in (dry, report):
+        assert counted.file["unchanged_lines"] == 3   # Alice, Bob, and the relation between them
+        assert counted.file["dangling_relations"] == 1   # to Dan: Alice and Bob are the file's
+        assert (counted.relations_created, counted.relations_left_out) == ((0, 3) if emptied else (2, 1))
+    cli._print_import(report)
+    assert (f"relations:     {report.relations_created} created, 0 already present, {report.relations_left_out} "
+            f"left out (new lines relating an entity deleted here since the last import)") in capsys.readouterr().out
+    if emptied:   # every new relation names Alice or Bob, both deleted here
+        assert graph_of(memory) == ([("Carol", ["new friend"])], [])
+    else:
+        assert graph_of(memory) == ([("Alice", ["likes tea"]), ("Carol", ["new friend"])],
+                                    [("Carol", "Alice", "knows"), ("Alice", "Dan", "meets")])
+    assert graph_backend.run_read(lambda g: g.line_digests(record_path(legacy))) == line_digests(legacy.read_bytes())
 
 
 def test_new_lines_without_a_record_of_the_files_lines_is_refused_saying_what_to_do(

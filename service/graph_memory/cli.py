@@ -356,7 +356,9 @@ def _print_import(report: ImportReport) -> None:
           f"there, which was kept)")
     print(f"  observations:  {report.observations_added} added")
     # An existing relation keeps its own weight: the import adds, it never changes what is there.
-    print(f"  relations:     {report.relations_created} created, {report.relations_skipped} already present")
+    left_out = (f", {report.relations_left_out} left out (new lines relating an entity deleted here since the "
+                f"last import)" if report.relations_left_out else "")
+    print(f"  relations:     {report.relations_created} created, {report.relations_skipped} already present{left_out}")
     print(f"  file:          {plural(f['lines'], 'line')}, {plural(f['entities'], 'entity')}, "
           f"{plural(f['observations'], 'observation')}, {plural(f['relations'], 'relation')}; "
           f"{plural(f['merged_entities'], 'duplicate entity line')} merged, "

@@ -83,6 +83,7 @@ class ImportReport:
     observations_added: int = 0
     relations_created: int = 0
     relations_skipped: int = 0        # already in the database
+    relations_left_out: int = 0       # new lines relating an entity deleted here since (--new-lines)
     file: dict[str, int] = field(default_factory=dict)
     skipped_lines: list[tuple[int, str]] = field(default_factory=list)
     invalid_lines: list[tuple[int, str]] = field(default_factory=list)
@@ -112,6 +113,7 @@ class ImportReport:
             "observations_added": self.observations_added,
             "relations_created": self.relations_created,
             "relations_skipped": self.relations_skipped,
+            "relations_left_out": self.relations_left_out,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -158,9 +160,14 @@ def _plan(g: Graph, legacy: LegacyGraph, report: ImportReport) -> None:
             if entity.observations:
                 have = g.observation_contents(entity_id)
                 report.observations_added += sum(1 for o in entity.observations if o not in have)
+    unchanged = legacy.unchanged_entities
+    names = {entity.name for entity in legacy.entities} if unchanged else set()
     for relation in legacy.relations:
         if g.relation_exists(relation):
             report.relations_skipped += 1
+        elif unchanged and any(end not in names and end in unchanged and g.find_entity(end) is None
+                               for end in (relation.source, relation.target)):
+            report.relations_left_out += 1   # as the merge leaves it out (merge._Merge.finish)
         else:
             report.relations_created += 1
 
@@ -229,7 +236,7 @@ def _load(backend: Backend, legacy: LegacyGraph | LegacyStream, *, source: str, 
         if scan is not None:  # the reading was the check: the file's summary is known only now
             report = ImportReport.for_graph(scan, source=source, database=report.database, dry_run=False)
         for name in ("entities_created", "entities_merged", "type_conflicts", "observations_added",
-                     "relations_created", "relations_skipped"):
+                     "relations_created", "relations_skipped", "relations_left_out"):
             setattr(report, name, getattr(counts, name))
         if isinstance(legacy, LegacyStream):
             _complete_summary(report, tally)

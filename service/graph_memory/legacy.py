@@ -64,6 +64,7 @@ __all__ = [
     "LegacyRelation",
     "LegacyStream",
     "SkippedLine",
+    "UnchangedEntity",
     "iter_legacy_lines",
     "parse_legacy",
     "read_legacy",
@@ -132,6 +133,8 @@ class LegacyGraph:
     replaced_surrogates: int = 0
     replaced_utf8_lines: list[int] = field(default_factory=list)
     unchanged_lines: int = 0   # lines left out as already imported (known_lines)
+    # the names of the entity lines among them: entities the file held when it was imported
+    unchanged_entities: set[str] = field(default_factory=set)
     skipped_lines: list[SkippedLine] = field(default_factory=list)
     invalid_lines: list[SkippedLine] = field(default_factory=list)
     # relations marked as materialized inverses: triple → the relation type of their primary
@@ -278,6 +281,11 @@ class _Builder:
         self.relations: dict[tuple[str, str, str], Relation] = {}
         self.graph = LegacyGraph(entities=[], relations=[])
         self.lines = 0
+        self.names_unchanged = True   # whether to read the name of an unchanged entity line
+
+    def unchanged_entity(self, name: str) -> None:
+        """An entity line left out as unchanged (``known_lines``) names ``name``."""
+        self.graph.unchanged_entities.add(name)
 
     def reject(self, line: int | None, reason: str, *, offset: int | None = None) -> None:
         """Record an invalid line (``skip_invalid``) or refuse the file."""
@@ -338,7 +346,8 @@ class _Builder:
         graph.entities = list(self.entities.values())
         graph.relations = list(self.relations.values())
         graph.invalid_lines.sort(key=lambda s: s.line)  # bad UTF-8 is found before the JSON
-        names = self.entities
+        # the file's entities: those read, and those of lines left out as unchanged (known_lines)
+        names = self.entities.keys() | graph.unchanged_entities if graph.unchanged_entities else self.entities
         graph.dangling_relations = sum(
             1 for r in graph.relations if r.source not in names or r.target not in names
         )
@@ -468,6 +477,8 @@ def _scan_lines(lines: Iterable[str | bytes | None], builder: _Builder) -> Itera
             continue
         if known and line_digest(line if isinstance(line, bytes) else line.encode("utf-8", "surrogatepass")) in known:
             builder.graph.unchanged_lines += 1
+            if builder.names_unchanged and (name := _entity_name(line, builder.dialect)) is not None:
+                builder.unchanged_entity(name)
             continue
         try:
             # orjson reads JSON whitespace around the value (a CR before the newline too) and
@@ -504,6 +515,22 @@ def _scan_lines(lines: Iterable[str | bytes | None], builder: _Builder) -> Itera
             builder.reject(number, f"{tag}: {exc.args[0]}")
     builder.lines = number
     yield
+
+
+def _entity_name(line: str | bytes, dialect: Dialect) -> str | None:
+    """The name of the entity ``line`` holds (lone surrogates replaced), or None: a relation, or
+    no valid entity line."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        try:
+            obj = replace_in_value(_DECODER.decode(line.decode("utf-8") if isinstance(line, bytes) else line))[0]
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return None
+    if type(obj) is not dict or obj.get("type") != dialect.entity:
+        return None
+    name = obj.get(dialect.entity_fields[0])
+    return name if type(name) is str else None
 
 
 def parse_legacy(data: bytes, *, skip_invalid: bool = False, path: str | None = None,
@@ -583,7 +610,16 @@ class LegacyRelation:
     inverse_of: str | None = None
 
 
-LegacyRecord = Entity | LegacyRelation
+@dataclass(frozen=True, slots=True)
+class UnchangedEntity:
+    """An entity line a reading left out as unchanged since the file's last import
+    (``known_lines``): only its name, which tells a merge that the file still holds an entity the
+    database may have deleted since."""
+
+    name: str
+
+
+LegacyRecord = Entity | LegacyRelation | UnchangedEntity
 """One entity or relation line (or item) of a file, as read: nothing merged with other lines."""
 
 
@@ -594,6 +630,7 @@ class _Checker(_Builder):
     def __init__(self, skip_invalid: bool, path: str | None, dialect: Dialect,
                  known_lines: frozenset[bytes] = frozenset()) -> None:
         super().__init__(skip_invalid, path, dialect, known_lines)
+        self.names_unchanged = False   # the merge's own reading hands them on
         self.entity_records = 0
         self.relation_records = 0
         self.name_hashes: set[int] = set()
@@ -628,6 +665,9 @@ class _Collector(_Builder):
 
     def add_entity(self, name: str, entity_type: str, observations: list[str]) -> None:
         self.out.append(Entity(name, entity_type, observations))
+
+    def unchanged_entity(self, name: str) -> None:
+        self.out.append(UnchangedEntity(name))
 
     def add_relation(self, source: str, target: str, relation_type: str, weight: float = DEFAULT_WEIGHT,
                      inverse_of: str | None = None) -> None:
@@ -668,7 +708,8 @@ class LegacyStream:
 
     def records(self, scan: LegacyGraph | None = None) -> Iterator[LegacyRecord]:
         """Every entity and relation line in file order, as read (observations as written, with
-        any repeats; lone surrogates replaced): lines the check skipped are skipped.
+        any repeats; lone surrogates replaced): lines the check skipped are skipped, and an entity
+        line left out as unchanged (``known_lines``) comes as an :class:`UnchangedEntity`.
 
         ``scan``: a new :class:`LegacyGraph` that receives what this reading counted, as the check
         counts it (``lines``, ``unknown_keys``, ``replaced_surrogates``, ``skipped_lines``,

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from graph_memory.db.backend import Graph
-from graph_memory.legacy import LegacyRecord, LegacyRelation
+from graph_memory.legacy import LegacyRecord, LegacyRelation, UnchangedEntity
 from graph_memory.models import Entity, Relation
 
 __all__ = ["BATCH_ROWS", "FileTally", "MergeCounts", "merge_records"]
@@ -52,6 +52,7 @@ class MergeCounts:
     observations_added: int = 0
     relations_created: int = 0
     relations_skipped: int = 0
+    relations_left_out: int = 0   # new relation lines to an entity deleted here (import --new-lines)
 
 
 @dataclass(slots=True)
@@ -86,8 +87,10 @@ class _Merge:
     stored_relations: set[tuple[str, str, str]] = field(default_factory=set)
     # the id of the first relation this merge inserted (every later one has a larger id)
     first_new_relation: int | None = None
-    # the ends of relations that were not (yet) file entities when read
-    endpoints_later: list[tuple[str, str]] = field(default_factory=list)
+    # the relations whose ends were not (yet) both file entities when read, and whether this merge created them
+    endpoints_later: list[tuple[Relation, bool]] = field(default_factory=list)
+    # the names of the file's entity lines left out as unchanged (import --new-lines)
+    unchanged: set[str] = field(default_factory=set)
     inverses: list[tuple[tuple[str, str, str], str]] = field(default_factory=list)
     pending: list[tuple[int, str]] = field(default_factory=list)  # observations to insert
     # the file's first lines of entities not yet inserted: name -> (type, unique observations)
@@ -196,7 +199,8 @@ class _Merge:
         for record, ends_known in batch:
             relation = record.relation
             key = relation.key
-            if created.pop(key, None) is not None:  # the first line of its triple in the batch
+            made = created.pop(key, None) is not None   # the first line of its triple in the batch
+            if made:
                 counts.relations_created += 1
                 if record.inverse_of is not None:
                     self.inverses.append((key, record.inverse_of))
@@ -209,7 +213,7 @@ class _Merge:
                 counts.relations_skipped += 1
             tally.relations += 1
             if not ends_known:
-                self.endpoints_later.append((relation.source, relation.target))
+                self.endpoints_later.append((relation, made))
 
     def _inserted_here(self, relation: Relation) -> bool:
         """Whether the stored relation with ``relation``'s triple was inserted by this merge."""
@@ -220,11 +224,27 @@ class _Merge:
 
     def finish(self) -> None:
         self.flush()
-        names = self.names
-        self.tally.dangling_relations = sum(1 for source, target in self.endpoints_later
-                                            if source not in names or target not in names)
+        names, unchanged = self.names, self.unchanged
+        left_out: list[Relation] = []
+        for relation, made in self.endpoints_later:
+            ends = [end for end in (relation.source, relation.target) if end not in names]
+            if not ends:
+                continue
+            # A new line relating an entity whose own line is unchanged since the import, and which
+            # is gone here: deleted since, and deleting it deleted its relations (found by QA: it
+            # came back as a dangling relation).
+            if any(end not in unchanged for end in ends):   # an entity the file does not hold
+                self.tally.dangling_relations += 1
+            if made and unchanged and any(end in unchanged and self.g.find_entity(end) is None for end in ends):
+                left_out.append(relation)
+        if left_out:
+            self.g.delete_relations(left_out)
+            self.counts.relations_created -= len(left_out)
+            self.counts.relations_left_out += len(left_out)
+        dropped = {relation.key for relation in left_out}
         for key, primary_type in self.inverses:  # after every relation: a primary may come later
-            self.g.link_inverse(key, primary_type)
+            if key not in dropped:
+                self.g.link_inverse(key, primary_type)
 
 
 def merge_records(g: Graph, records: Iterable[LegacyRecord], *, progress: _Progress | None = None,
@@ -247,6 +267,9 @@ def merge_records(g: Graph, records: Iterable[LegacyRecord], *, progress: _Progr
     for record in records:
         if isinstance(record, Entity):
             merge.entity(record)
+        elif isinstance(record, UnchangedEntity):
+            merge.unchanged.add(record.name)
+            continue
         else:
             merge.relation(record)
         done += 1
