@@ -185,7 +185,8 @@ def test_a_request_nested_deeper_than_the_parser_reads_is_answered_with_its_own_
     """JSON nested past pydantic-core's ~200 levels is valid JSON the SDK cannot read: it was
     answered as a parse error with id null, and the client waited for its id until it timed out
     (the reference server answers at any depth). Now the refusal carries the request's id (found
-    without parsing what is nested) and says what to change; the session goes on."""
+    without parsing what is nested) and says what to change; a notification gets no answer; the
+    session goes on."""
     def call(request_id: str, depth: int, id_last: bool = False) -> str:
         nested = "[" * depth + "]" * depth
         body = (f'"method":"tools/call","params":{{"name":"open_nodes","arguments":{{"names":["a"],'
@@ -193,8 +194,10 @@ def test_a_request_nested_deeper_than_the_parser_reads_is_answered_with_its_own_
         return ("{" + body + f',"jsonrpc":"2.0","id":{request_id}}}' if id_last
                 else f'{{"jsonrpc":"2.0","id":{request_id},' + body + "}")
     lines = [json.dumps(handshake()[0]), call("7", 150), call("8", 250), call('"deep \\"x\\""', 5000),
-             call("9", 100_000, id_last=True), call("1.5", 300), json.dumps({"jsonrpc": "2.0", "id": 2,
-                                                                             "method": "tools/list"})]
+             call("9", 100_000, id_last=True), call("1.5", 300),
+             # a notification gets no answer, however deep (it got one with id null)
+             '{"jsonrpc":"2.0","method":"notifications/progress","params":{"x":' + "[" * 300 + "]" * 300 + '}}',
+             json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})]
     command = [str(EXE)] if EXE.exists() else [sys.executable, "-m", "graph_memory"]
     result = subprocess.run(command, input="".join(line + "\n" for line in lines).encode(), capture_output=True,
                             timeout=120, env=server_env(tmp_path, tmp_path / "memory.db"))

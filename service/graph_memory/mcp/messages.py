@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 
 from graph_memory.wording import json_type
 
@@ -33,10 +34,9 @@ _TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]]')
 _COLON = re.compile(r"[ \t\r\n]*:[ \t\r\n]*")
 
 
-def top_level_id(text: str) -> int | str | None:
-    """The ``"id"`` member of the JSON object ``text`` when it is a string or an integer, found
-    without parsing what is nested (a line too deeply nested for any parser still names its
-    request); None when there is none or it is of another kind. Linear in ``text``."""
+def _top_level_members(text: str) -> Iterator[tuple[str, int]]:
+    """The members of the JSON object ``text`` (key, offset of its value), found without parsing
+    what is nested. Linear in ``text``."""
     depth = 0
     for token in _TOKEN.finditer(text):
         value = token.group()
@@ -45,14 +45,29 @@ def top_level_id(text: str) -> int | str | None:
         elif value in "}]":
             depth -= 1
         elif depth == 1 and (colon := _COLON.match(text, token.end())) is not None:
-            if json.loads(value) != "id":
-                continue
-            try:
-                found, _ = _DECODER.raw_decode(text, colon.end())
-            except (ValueError, RecursionError):
-                return None
-            return found if type(found) in (int, str) else None
+            yield json.loads(value), colon.end()
+
+
+def top_level_id(text: str) -> int | str | None:
+    """The ``"id"`` member of the JSON object ``text`` when it is a string or an integer, found
+    without parsing what is nested (a line too deeply nested for any parser still names its
+    request); None when there is none or it is of another kind. Linear in ``text``."""
+    for key, offset in _top_level_members(text):
+        if key != "id":
+            continue
+        try:
+            found, _ = _DECODER.raw_decode(text, offset)
+        except (ValueError, RecursionError):
+            return None
+        return found if type(found) in (int, str) else None
     return None
+
+
+def is_notification(text: str) -> bool:
+    """Whether the JSON object ``text`` has a ``"method"`` member and no ``"id"``: a notification,
+    which gets no reply even when it cannot be read (JSON-RPC 2.0). Linear in ``text``."""
+    keys = {key for key, _ in _top_level_members(text)}
+    return "method" in keys and "id" not in keys
 
 
 _DECODER = json.JSONDecoder()

@@ -56,7 +56,7 @@ from pydantic import ValidationError
 from graph_memory.logs import get_logger
 from graph_memory.mcp.bounds import refused_line
 from graph_memory.mcp.jsontext import dumps_line, dumps_line_parts, dumps_line_utf8, escape_non_ascii
-from graph_memory.mcp.messages import message_problem, top_level_id
+from graph_memory.mcp.messages import is_notification, message_problem, top_level_id
 from graph_memory.surrogates import log_replaced, repair_json_text
 
 # How long, at end of input, the server waits for the replies of requests still in flight.
@@ -293,7 +293,11 @@ def invalid_message_reply(error: ValidationError, line: str | None = None) -> Se
         code, what = PARSE_ERROR, "Parse error: the line is not valid JSON"
         if line is not None and any("recursion limit" in fault["msg"] for fault in faults):
             # Valid JSON, nested deeper than the SDK's parser reads (~200 levels): a request
-            # all the same, so the answer carries its id, or its client would wait for ever.
+            # all the same, so the answer carries its id, or its client would wait for ever; a
+            # notification gets no answer (JSON-RPC 2.0), however deep.
+            if is_notification(line):
+                log.warning("notification_not_read", reason="nested too deeply")
+                return None
             code, request_id = INVALID_REQUEST, top_level_id(line)
             what = (f"Invalid Request: the message nests arrays and objects deeper than the server reads "
                     f"(about {_MAX_NESTING} levels); send the data less deeply nested")
