@@ -142,15 +142,15 @@ def test_typed_update_sets_properties_and_relationship_targets(service: MemorySe
     created, made = service.add_typed(Entity("Cy", "npc", ["Race: Elf"]), [Relation("Cy", "Ada", "allied_with")])
     assert created.observations == ["Race: Elf"] and made == [Relation("Cy", "Ada", "allied_with")]
     update = service.update_typed("npc", "Cy", [
-        TypedValue("Race: ", "Race: Human"),
-        TypedValue("Allies: ", "Allies: Bob", "allied_with", ["Bob"]),
+        TypedValue("race", "Race: Human"),
+        TypedValue("allies", "Allies: Bob", "allied_with", ["Bob"]),
     ], "update_npc")
     assert update.changed
     assert update.updated == [("Race: Elf", "Race: Human")] and update.added == ["Allies: Bob"]
     assert update.relations_created == [Relation("Cy", "Bob", "allied_with")]
     assert update.relations_deleted == [Relation("Cy", "Ada", "allied_with")]
     assert update.entity.observations == ["Race: Human", "Allies: Bob"]
-    again = service.update_typed("npc", "Cy", [TypedValue("Race: ", "Race: Human")], "update_npc")
+    again = service.update_typed("npc", "Cy", [TypedValue("race", "Race: Human")], "update_npc")
     assert not again.changed
     snapshot = service.delete_typed("npc", "Cy", "delete_npc")
     assert [e.name for e in snapshot.entities] == ["Cy"] and len(snapshot.relations) == 1

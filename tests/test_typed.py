@@ -384,6 +384,33 @@ async def test_update_adds_an_unset_property_and_empty_value_removes_it(typed: A
     assert out["entity"]["observations"] == ["Race: Elf", "Role: innkeeper", "Current Location: Rusty Anchor"]
 
 
+async def test_update_finds_a_property_in_every_spelling_memorymesh_writes_and_leaves_one_value(typed: Any) -> None:
+    """MemoryMesh's add tools store ``currentLocation: …`` (the raw key), its update tools
+    ``Currentlocation: …``; we write ``Current Location: …``. An update added its own line beside
+    theirs, leaving two contradicting values (found by QA on a MemoryMesh file). Now the first
+    line of the property, in any spelling, is edited in place and the others are deleted."""
+    await world(typed)
+    await call(typed, "create_entities", {"entities": [{"name": "Grog", "entityType": "npc", "observations": [
+        "name: Grog", "race: Orc", "status: alive", "note: currentLocation is guessed", "currentLocation: Greywater",
+        "Currentlocation: Rusty Anchor", "Status: wounded"]}]})
+    out = await call(typed, "update_npc", {"npc": {"name": "Grog", "status": "dead", "currentLocation": "Greywater"}})
+    assert out["updatedObservations"] == [   # in the schema's order of properties
+        {"match": "currentLocation: Greywater", "replacement": "Current Location: Greywater"},
+        {"match": "status: alive", "replacement": "Status: dead"}]
+    assert out["deletedObservations"] == ["Currentlocation: Rusty Anchor", "Status: wounded"]
+    assert out["entity"]["observations"] == ["name: Grog", "race: Orc", "Status: dead",
+                                             "note: currentLocation is guessed", "Current Location: Greywater"]
+    # Our own line is found again (nothing changes); an empty value removes every spelling.
+    out = await call(typed, "update_npc", {"npc": {"name": "Grog", "status": "dead", "race": "Orc"}})
+    assert out["updatedObservations"] == [{"match": "race: Orc", "replacement": "Race: Orc"}]
+    assert out["addedObservations"] == out["deletedObservations"] == []
+    await call(typed, "add_observations", {"observations": [{"entityName": "Grog", "contents": ["STATUS: unsure"]}]})
+    out = await call(typed, "update_npc", {"npc": {"name": "Grog", "status": ""}})
+    assert out["deletedObservations"] == ["Status: dead", "STATUS: unsure"]
+    assert out["entity"]["observations"] == ["name: Grog", "Race: Orc", "note: currentLocation is guessed",
+                                             "Current Location: Greywater"]
+
+
 async def test_update_with_unchanged_values_changes_nothing(typed: Any) -> None:
     await world(typed)
     before = await snapshot(typed)

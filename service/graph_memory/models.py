@@ -273,14 +273,19 @@ class ObservationUpdate:
     replacement: str
 
 
-@dataclass(frozen=True, slots=True)
-class PrefixEdit:
-    """What :func:`set_observation_by_prefix` did: ``updated`` (``old`` was replaced in place),
-    ``added`` (no observation had the prefix) or ``unchanged`` (the entity already had ``new``)."""
+def property_key(label: str) -> str:
+    """What tells one property of a typed entity from another: the letters and digits of its
+    name or label, casefolded. ``Current Location`` (our label), ``currentLocation`` (the key
+    MemoryMesh's add tools write), ``Currentlocation`` (what its update tools write) and
+    ``current_location`` are one property."""
+    return "".join(ch for ch in label.casefold() if ch.isalnum())
 
-    kind: Literal["updated", "added", "unchanged"]
-    new: str
-    old: str | None = None
+
+def observation_property(content: str) -> str | None:
+    """The :func:`property_key` of an observation ``"Key: value"`` (split at the first ``": "``,
+    as MemoryMesh splits its metadata), or None when it has no ``": "``."""
+    key, colon, _ = content.partition(": ")
+    return property_key(key) if colon else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,6 +77,7 @@ from graph_memory.models import (
     UpdatedObservations,
     View,
     WeightChange,
+    observation_property,
 )
 from graph_memory.paging import ReadPosition, SearchPosition, binding, decode_cursor, encode_cursor, parse_since
 from graph_memory.pictures import PICTURE_FORMATS, write_picture
@@ -137,10 +138,11 @@ def check_unicode(value: str, what: str) -> None:
 @dataclass(frozen=True, slots=True)
 class TypedValue:
     """One property of a typed entity (see :mod:`graph_memory.mcp.typed`): its observation
-    ``content`` (``"<Label>: value"``; None removes the property) found by ``prefix``, and, for
-    a relationship property, the ``edge_type`` and the ``targets`` it points to."""
+    ``content`` (``"<Label>: value"``; None removes the property), the observations of the property
+    found by ``key`` (:func:`graph_memory.models.property_key`), and, for a relationship property,
+    the ``edge_type`` and the ``targets`` it points to."""
 
-    prefix: str
+    key: str
     content: str | None
     edge_type: str | None = None
     targets: list[str] = field(default_factory=list)
@@ -478,20 +480,37 @@ class MemoryService:
         """Set (or remove) the properties ``values`` of the ``type_name`` entity ``name``, and
         make each relationship property's relations exactly its targets.
 
+        A property's observations are those whose key (before the first ``": "``) is the
+        property's in any spelling (:func:`graph_memory.models.property_key`: MemoryMesh writes
+        ``currentLocation: …`` and ``Currentlocation: …`` where we write ``Current Location: …``;
+        found by QA: an update added a second, contradicting value). Setting a property edits the
+        first of them in place (its position and creation time kept) and deletes the others, so
+        the property holds one value; an empty value deletes them all.
+
         Raises: EntityNotFound; InvalidInput (the entity has another type; ``tool`` names the call).
         """
         def write(g: Graph) -> TypedUpdate:
             _require_type(g, type_name, name, tool)
             out = TypedUpdate(Entity(name, type_name))
+            (held,) = g.open_nodes([name]).entities
+            observations = held.observations
             for value in values:
-                if value.content is None:
-                    out.deleted += g.delete_observations_by_prefix(name, value.prefix)
-                else:
-                    edit = g.set_observation_by_prefix(name, value.prefix, value.content)
-                    if edit.kind == "updated":
-                        out.updated.append((str(edit.old), edit.new))
-                    elif edit.kind == "added":
-                        out.added.append(edit.new)
+                found = [o for o in observations if observation_property(o) == value.key]
+                outdated = [o for o in found if o != value.content]
+                if value.content is not None and value.content not in found:
+                    if outdated:
+                        old = outdated.pop(0)
+                        g.update_observations([ObservationUpdate(name, old, value.content)])
+                        out.updated.append((old, value.content))
+                        observations = [value.content if o == old else o for o in observations]
+                    else:
+                        g.add_observations([(name, [value.content])])
+                        out.added.append(value.content)
+                        observations = [*observations, value.content]
+                if outdated:
+                    g.delete_observations([(name, outdated)])
+                    out.deleted += outdated
+                    observations = [o for o in observations if o not in outdated]
                 if value.edge_type is not None:
                     current = g.relations_from(name, value.edge_type)
                     stale = [r for r in current if r.target not in value.targets]

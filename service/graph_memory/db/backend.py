@@ -34,7 +34,6 @@ from graph_memory.models import (
     GraphSlice,
     Mode,
     ObservationUpdate,
-    PrefixEdit,
     Relation,
     UpdatedObservations,
     WeightChange,
@@ -123,14 +122,6 @@ class Graph(Protocol):
 
     def entity_type(self, name: str) -> str | None:
         """The entity's type, or None when there is no entity ``name``."""
-        ...
-
-    def set_observation_by_prefix(self, name: str, prefix: str, content: str) -> PrefixEdit:
-        """Replace the observation starting with ``prefix``, or add ``content``."""
-        ...
-
-    def delete_observations_by_prefix(self, name: str, prefix: str) -> list[str]:
-        """Delete the observations starting with ``prefix``; returns them."""
         ...
 
     def relations_from(self, source: str, relation_type: str) -> list[Relation]:
@@ -441,12 +432,6 @@ class SqliteGraph:
 
     def entity_type(self, name: str) -> str | None:
         return graph.entity_type(self.conn, name)
-
-    def set_observation_by_prefix(self, name: str, prefix: str, content: str) -> PrefixEdit:
-        return graph.set_observation_by_prefix(self.conn, name, prefix, content)
-
-    def delete_observations_by_prefix(self, name: str, prefix: str) -> list[str]:
-        return graph.delete_observations_by_prefix(self.conn, name, prefix)
 
     def relations_from(self, source: str, relation_type: str) -> list[Relation]:
         return graph.relations_from(self.conn, source, relation_type)

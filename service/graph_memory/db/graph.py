@@ -31,7 +31,6 @@ from graph_memory.models import (
     EntityTimes,
     GraphSlice,
     ObservationUpdate,
-    PrefixEdit,
     Relation,
     Times,
     UpdatedObservations,
@@ -553,55 +552,6 @@ def entity_type(conn: apsw.Connection, name: str) -> str | None:
     """The entityType of the entity ``name``, or ``None`` when there is no such entity."""
     row = conn.execute("SELECT entity_type FROM entities WHERE name = ?", (name,)).fetchone()
     return None if row is None else str(row[0])
-
-
-def set_observation_by_prefix(conn: apsw.Connection, name: str, prefix: str, content: str) -> PrefixEdit:
-    """Make ``content`` the entity's observation for ``prefix`` (e.g. ``"Race: "``).
-
-    The first observation (in position order) starting with ``prefix`` is edited in place: it keeps
-    its id (position) and ``created_at``, ``updated_at`` is set, the search index follows. With no
-    such observation ``content`` is appended. Nothing changes when the entity already has
-    ``content``. Later observations with the same prefix are left as they are.
-
-    Raises:
-        EntityNotFound: the entity does not exist.
-    """
-    entity_id = _require_entity(conn, name)
-    if conn.execute("SELECT 1 FROM observations WHERE entity_id = ? AND content = ?",
-                    (entity_id, content)).fetchone() is not None:
-        return PrefixEdit("unchanged", content)
-    row = conn.execute(
-        "SELECT id, content FROM observations WHERE entity_id = ? AND substr(content, 1, length(?2)) = ?2 "
-        "ORDER BY id LIMIT 1",
-        (entity_id, prefix),
-    ).fetchone()
-    _touch(conn, entity_id)
-    if row is None:
-        conn.execute("INSERT INTO observations (entity_id, content) VALUES (?, ?)", (entity_id, content))
-        return PrefixEdit("added", content)
-    conn.execute("UPDATE observations SET content = ?, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') "
-                 "WHERE id = ?", (content, row[0]))
-    return PrefixEdit("updated", content, str(row[1]))
-
-
-def delete_observations_by_prefix(conn: apsw.Connection, name: str, prefix: str) -> list[str]:
-    """Delete every observation of the entity ``name`` that starts with ``prefix``.
-
-    Returns:
-        The deleted observations, in position order.
-
-    Raises:
-        EntityNotFound: the entity does not exist.
-    """
-    entity_id = _require_entity(conn, name)
-    rows = conn.execute(
-        "DELETE FROM observations WHERE entity_id = ? AND substr(content, 1, length(?2)) = ?2 "
-        "RETURNING id, content",
-        (entity_id, prefix),
-    ).fetchall()
-    if rows:
-        _touch(conn, entity_id)
-    return [str(content) for _, content in sorted(rows)]
 
 
 def relations_from(conn: apsw.Connection, source: str, relation_type: str) -> list[Relation]:

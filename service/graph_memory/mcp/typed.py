@@ -49,7 +49,7 @@ from graph_memory.mcp.tools import (
     _object,
     _str,
 )
-from graph_memory.models import Entity, Relation, inverse_types
+from graph_memory.models import Entity, Relation, inverse_types, property_key
 from graph_memory.service import MemoryService, TypedValue
 from graph_memory.wording import plural
 
@@ -101,14 +101,9 @@ class Property:
     enum: tuple[str, ...] | None = None
     relationship: Relationship | None = None
 
-    @property
-    def prefix(self) -> str:
-        """``"Display Name: "``, the start of this property's observation."""
-        return f"{display_name(self.key)}: "
-
     def observation(self, value: Value) -> str:
-        """The observation stating ``value``."""
-        return self.prefix + (value if isinstance(value, str) else ", ".join(value))
+        """The observation stating ``value``: ``"Display Name: value"``."""
+        return f"{display_name(self.key)}: " + (value if isinstance(value, str) else ", ".join(value))
 
     def json_schema(self, type_name: str, *, update: bool = False) -> dict[str, Any]:
         """The advertised JSON Schema of this property (in ``update``, optional enums admit "")."""
@@ -356,15 +351,15 @@ def _parse_relationship(where: str, spec: Any, fail: Callable[[str], SchemaError
 
 
 def _check_distinct(properties: list[Property], fail: Callable[[str], SchemaError]) -> None:
-    """Two properties may share neither an observation label nor an edgeType (an update could not
-    tell their observations or relations apart)."""
+    """Two properties may share neither an observation label (in any spelling: ``property_key``)
+    nor an edgeType (an update could not tell their observations or relations apart)."""
     labels: dict[str, str] = {}
     edges: dict[str, str] = {}
     for p in properties[1:]:
-        label = display_name(p.key)
+        label = property_key(p.key)
         if label in labels:
-            raise fail(f"properties {labels[label]!r} and {p.key!r} would both be stored as '{label}: …'; "
-                       f"rename one")
+            raise fail(f"properties {labels[label]!r} and {p.key!r} would both be stored as "
+                       f"'{display_name(p.key)}: …' (or as one in another spelling); rename one")
         labels[label] = p.key
         if p.relationship is not None:
             edge = p.relationship.edge_type
@@ -411,17 +406,17 @@ def _values(schema: TypeSchema, tool: str, app: MemoryService, obj: dict[str, An
         problems.append(f"{t}.name: " + ("Field required" if name is None else "should be a non-empty string"))
     declared = {p.key: p for p in schema.properties}
     extras: list[Property] = []
-    labels = {display_name(k) for k in declared}
+    labels = {property_key(k) for k in declared}
     for key, value in obj.items():
         if key in declared:
             continue
         if not schema.additional:
             problems.append(f"{t}.{key}: unknown property; a {t} has {', '.join(declared)}")
-        elif not isinstance(key, str) or not PROPERTY_NAME.fullmatch(key) or display_name(key) in labels:
+        elif not isinstance(key, str) or not PROPERTY_NAME.fullmatch(key) or property_key(key) in labels:
             problems.append(f"{t}.{key}: not usable as an extra property (it must be a name of letters, digits, "
                             f"'_' or '-', stored under a label no other property uses)")
         else:
-            labels.add(display_name(key))
+            labels.add(property_key(key))
             extras.append(Property(key, "array" if isinstance(value, list) else "string", "extra property"))
     values: list[tuple[Property, Value]] = []
     for prop in [*schema.properties[1:], *extras]:
@@ -501,7 +496,7 @@ def _update(schema: TypeSchema, tool: str) -> Callable[[MemoryService, Arguments
     def run(app: MemoryService, arguments: Arguments) -> Outcome:
         obj = _inner(schema, tool, arguments, f"update_{schema.type_name}")
         name, values = _values(schema, tool, app, obj, adding=False)
-        edits = [TypedValue(prop.prefix, prop.observation(value) if value else None,
+        edits = [TypedValue(property_key(prop.key), prop.observation(value) if value else None,
                             None if prop.relationship is None else prop.relationship.edge_type, _targets(value))
                  for prop, value in values]
         result = app.update_typed(schema.type_name, name, edits, tool)

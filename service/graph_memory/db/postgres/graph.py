@@ -52,7 +52,6 @@ from graph_memory.models import (
     GraphSlice,
     Mode,
     ObservationUpdate,
-    PrefixEdit,
     Relation,
     Times,
     UpdatedObservations,
@@ -541,36 +540,6 @@ class PostgresGraph:
     def entity_type(self, name: str) -> str | None:
         row = self._one("SELECT entity_type FROM entities WHERE name_key = %s", (key(name),))
         return None if row is None else decode(row[0])
-
-    def _starting_with(self, entity_id: int, prefix: str) -> list[tuple[int, str]]:
-        """``(id, content)`` of the entity's observations starting with ``prefix``, in position order.
-        The escaping is prefix-free, so a prefix of the encoded text is the encoded prefix."""
-        stored = encode(prefix)
-        return [(int(i), decode(c)) for i, c in self._rows(
-            "SELECT id, content FROM observations WHERE entity_id = %s AND left(content, %s) = %s ORDER BY id",
-            (entity_id, len(stored), stored))]
-
-    def set_observation_by_prefix(self, name: str, prefix: str, content: str) -> PrefixEdit:
-        entity_id = self._require_entity(name)
-        if self._one("SELECT 1 FROM observations WHERE entity_id = %s AND content_key = %s",
-                     (entity_id, key(content))) is not None:
-            return PrefixEdit("unchanged", content)
-        found = self._starting_with(entity_id, prefix)
-        self._touch(entity_id)
-        if not found:
-            self.insert_observations([(entity_id, content)])
-            return PrefixEdit("added", content)
-        observation_id, old = found[0]
-        self._replace_observation(observation_id, content)
-        return PrefixEdit("updated", content, old)
-
-    def delete_observations_by_prefix(self, name: str, prefix: str) -> list[str]:
-        entity_id = self._require_entity(name)
-        found = self._starting_with(entity_id, prefix)
-        if found:
-            self.conn.execute("DELETE FROM observations WHERE id = ANY(%s)", ([i for i, _ in found],))
-            self._touch(entity_id)
-        return [content for _, content in found]
 
     def relations_from(self, source: str, relation_type: str) -> list[Relation]:
         rows = self._rows(f"SELECT {_RELATION_COLUMNS} FROM relations WHERE from_key = %s AND relation_type = %s "
