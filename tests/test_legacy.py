@@ -230,11 +230,12 @@ def test_unknown_keys_are_ignored_and_counted(tmp_path: Path) -> None:
 
 def test_a_relation_weight_is_read_back_and_the_first_line_of_a_triple_wins() -> None:
     text = "\n".join([rel("A", "B", weight=0.25), rel("A", "B", weight=0.75), rel("B", "A", weight=0),
-                      rel("A", "A", weight=1), rel("B", "B", weight=-0.0), rel("C", "C")])
+                      rel("A", "A", weight=1), rel("B", "B", weight=-0.0), rel("C", "C"),
+                      rel("D", "D", weight=None)])   # null, as MemoryMesh writes it: the default
     graph = parse_legacy(text.encode())
     assert [(r.key, r.weight) for r in graph.relations] == [
         (("A", "B", "knows"), 0.25), (("B", "A", "knows"), 0.0), (("A", "A", "knows"), 1.0),
-        (("B", "B", "knows"), 0.0), (("C", "C", "knows"), 1.0)]
+        (("B", "B", "knows"), 0.0), (("C", "C", "knows"), 1.0), (("D", "D", "knows"), 1.0)]
     assert graph.duplicate_relations == 1 and graph.unknown_keys == 0
     assert all(type(r.weight) is float for r in graph.relations)
     document = json.dumps({"entities": [], "relations": [{"from": "A", "to": "B", "relationType": "r",
@@ -245,7 +246,7 @@ def test_a_relation_weight_is_read_back_and_the_first_line_of_a_triple_wins() ->
 @pytest.mark.parametrize(("weight", "shown"), [
     ("1.5", "1.5"), ("-0.1", "-0.1"), ("2", "2"),     # out of the range the tools and the database enforce
     ("NaN", "NaN"), ("Infinity", "Infinity"), ("1e400", "Infinity"),  # Python's reader accepts these
-    ("true", "boolean"), ('"0.5"', "string"), ("null", "null"), ("[0.5]", "array"), ("{}", "object"),
+    ("true", "boolean"), ('"0.5"', "string"), ("[0.5]", "array"), ("{}", "object"),
 ])
 def test_an_invalid_relation_weight_is_an_invalid_line_with_its_reason(weight: str, shown: str) -> None:
     bad = '{"type":"relation","from":"A","to":"B","relationType":"r","weight":' + weight + "}"

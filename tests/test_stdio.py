@@ -296,7 +296,7 @@ def test_stdio_server_refuses_a_bad_legacy_line_and_leaves_everything_untouched(
     messages, stderr, code = run_session(server_env(tmp_path, legacy), handshake(("read_graph", {})))
     assert code == 1
     assert messages == []
-    assert "line 2" in stderr and "--skip-invalid" in stderr
+    assert "line 2" in stderr and "--skip-invalid" in stderr and "the legacy file was left as it is" in stderr
     assert legacy.read_bytes() == original
 
 

@@ -548,7 +548,7 @@ def _refused_at_start(exc: LegacyFormatError, backend: Backend, kept: str) -> Le
     command = graph_memory_command("import", "--skip-invalid", exc.path or "FILE", database=backend.path)
     what_to_do = (f"Fix that line, or import what can be read with: {command}" if exc.skippable else
                   "Fix or move that file (MEMORY_FILE_PATH names it, or it lies beside the database)")
-    return exc.advised(f". {kept} and the legacy file untouched. {what_to_do}")
+    return exc.advised(f". {kept}; the legacy file was left as it is. {what_to_do}")
 
 
 def log_first_start_import(report: ImportReport) -> None:

@@ -225,11 +225,12 @@ def _relation_fields(obj: dict[str, Any], fields: tuple[str, str, str] = REFEREN
 
 
 def _relation_weight(obj: dict[str, Any]) -> float:
-    """The ``weight`` of a relation object (1.0 when absent), or :class:`_Invalid` when it is not a
-    number from 0 to 1 -- the range the database and the tools enforce (``tools.RelationArg``)."""
-    if "weight" not in obj:
+    """The ``weight`` of a relation object (1.0 when absent or null: MemoryMesh writes the
+    ``"weight": null`` of an edge added with one), or :class:`_Invalid` when it is not a number
+    from 0 to 1 -- the range the database and the tools enforce (``tools.RelationArg``)."""
+    value = obj.get("weight")
+    if value is None:
         return DEFAULT_WEIGHT
-    value = obj["weight"]
     # bool is an int in Python, but true/false are not numbers in JSON; NaN and +-Infinity (which
     # Python's reader accepts) fail the range test.
     if type(value) not in (int, float) or not 0 <= value <= 1:
