@@ -213,6 +213,21 @@ def test_server_process_exits_1_naming_the_bad_schema(tmp_path: Path) -> None:
     assert "quest.schema.json" in done.stderr and "'enum' must be a non-empty list" in done.stderr
 
 
+def test_a_start_without_memory_schemas_dir_names_the_schemas_beside_the_memory_file(tmp_path: Path) -> None:
+    """MemoryMesh loads schemas/ beside its memory file by itself; a start here without
+    MEMORY_SCHEMAS_DIR served no typed tools and said nothing (found by QA)."""
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    write_schema(schemas, "add_npc.schema.json", NPC)
+    (tmp_path / "memory.json").write_text('{"type":"node","name":"Grog","nodeType":"npc","metadata":[]}\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+    env.update(MEMORY_FILE_PATH=str(tmp_path / "memory.json"), MEMORY_TOOLS="memorymesh")
+    done = subprocess.run([sys.executable, "-m", "graph_memory"], env=env, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "schemas_dir_not_set" in done.stderr and f"MEMORY_SCHEMAS_DIR={schemas}" in done.stderr
+
+
 # -- advertised schemas ---------------------------------------------------------------------------
 
 

@@ -164,6 +164,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         typed_tools = load_typed_tools(settings.schemas_dir)   # an invalid schema stops here, before the database
         inverses = declared_inverses(settings.schemas_dir, settings.inverse_relations)
+    elif schemas := _schemas_beside(settings.file_path):
+        # MemoryMesh keeps its schemas in schemas/ beside its memory file and always loads them;
+        # here they need MEMORY_SCHEMAS_DIR (found by QA: the typed tools were simply missing).
+        log.warning("schemas_dir_not_set", folder=str(schemas[0]), schema_files=schemas[1],
+                    hint=f"set MEMORY_SCHEMAS_DIR={schemas[0]} to serve their typed tools (add_<type>, "
+                         f"update_<type>, delete_<type>)")
     # Logged before anything can fail, so that every server_stopped follows its server_starting.
     log.info("server_starting", transport=settings.transport, backend=_backend_kind(settings),
              database=str(settings.database_label))
@@ -206,6 +212,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         stop()
     return EXIT_OK
+
+
+def _schemas_beside(file_path: Path) -> tuple[Path, int] | None:
+    """The ``schemas`` folder beside ``file_path`` (MemoryMesh's layout) and how many
+    ``*.schema.json`` files it holds, or None when it holds none (or cannot be read)."""
+    folder = file_path.parent / "schemas"
+    try:
+        count = sum(1 for _ in folder.glob("*.schema.json"))
+    except OSError:
+        return None
+    return (folder, count) if count else None
 
 
 def _backend_kind(settings: Settings) -> str:
