@@ -494,6 +494,18 @@ async def test_typed_update_and_delete_advertise_memorymeshs_wrapper_and_accept_
     assert data["deletedNodes"] == ["Gandalf"]
 
 
+async def test_typed_errors_name_the_wrapper_key_the_call_used_and_fit_the_verb(mesh: Any) -> None:
+    """QA: an update wrapped as MemoryMesh advertises it was told about "npc.name"; a call with no
+    wrapper was shown only the {"npc": …} shape; deleting a missing node was told to create it."""
+    error = await merror(mesh, "update_npc", {"update_npc": {"role": "Wizard"}})
+    assert "update_npc.name: Field required" in error["error"]
+    error = await merror(mesh, "delete_npc", {})
+    assert '{"delete_npc": {"name": "...", ...}}' in error["error"]
+    error = await merror(mesh, "delete_npc", {"delete_npc": {"name": "Nobody"}})
+    assert "Nobody" in error["error"]
+    assert not any("Create" in text for text in error["suggestions"] + error["recoverySteps"])
+
+
 async def test_typed_delete_removes_the_node_and_its_edges(mesh: Any) -> None:
     await mcall(mesh, "add_location", {"location": {"name": "Rivendell"}})
     await mcall(mesh, "add_npc", {"npc": {"name": "Gandalf", "role": "Wizard", "status": "Active",

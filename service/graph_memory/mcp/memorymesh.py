@@ -167,6 +167,9 @@ def error_result(tool: str, message: str, exc: Exception, arguments: Arguments
         if isinstance(exc, kind):
             suggestions, steps = kind_suggestions, kind_steps
             break
+    if isinstance(exc, EntityNotFound) and tool.startswith("delete_"):   # not "create it first" (QA)
+        suggestions = [suggestions[0], "If the node was deleted already, there is nothing left to delete"]
+        steps = [steps[0], "Repeat the call with the right name"]
     context: dict[str, Any] = {"args": arguments, "tool": tool}   # MemoryMesh's {"args": …}, and which tool failed
     echoed = len(json.dumps(arguments, ensure_ascii=False))
     if echoed > _LONGEST_ECHO:

@@ -377,29 +377,33 @@ def _json_type(value: Any) -> str:
 # -- argument checking ----------------------------------------------------------------------------
 
 
-def _inner(schema: TypeSchema, tool: str, arguments: Arguments, alias: str | None) -> dict[str, Any]:
-    """The object under ``<type>`` (or MemoryMesh's ``update_<type>``/``delete_<type>`` key)."""
-    value = arguments.get(schema.type_name)
+def _inner(schema: TypeSchema, tool: str, arguments: Arguments, alias: str | None) -> tuple[str, dict[str, Any]]:
+    """``(key, object)``: the object under ``<type>`` (or MemoryMesh's ``update_<type>``/
+    ``delete_<type>`` key, which the memorymesh profile advertises), and the key the call used
+    (what problems are named under)."""
+    key = schema.type_name
+    value = arguments.get(key)
     if value is None and alias is not None:
-        value = arguments.get(alias)
+        key, value = alias, arguments.get(alias)
     if value is None:
+        shapes = [f'{{"{k}": {{"name": "...", ...}}}}' for k in (schema.type_name, alias) if k is not None]
         raise InvalidInput(f"invalid arguments for {tool}: {schema.type_name}: Field required; call it as "
-                           f'{{"{schema.type_name}": {{"name": "...", ...}}}}')
+                           + " or ".join(shapes))
     if not isinstance(value, dict):
-        raise InvalidInput(f"invalid arguments for {tool}: {schema.type_name}: should be an object, "
-                           f"not {_json_type(value)}")
-    return value
+        raise InvalidInput(f"invalid arguments for {tool}: {key}: should be an object, not {_json_type(value)}")
+    return key, value
 
 
-def _values(schema: TypeSchema, tool: str, app: MemoryService, obj: dict[str, Any], *, adding: bool
-            ) -> tuple[str, list[tuple[Property, Value]]]:
-    """Check the wrapped object: ``(name, [(property, value)])`` in schema order, then extras.
-    An empty value (``""``/``[]``) is kept only when updating (it removes the property).
+def _values(schema: TypeSchema, tool: str, app: MemoryService, wrapped: tuple[str, dict[str, Any]], *,
+            adding: bool) -> tuple[str, list[tuple[Property, Value]]]:
+    """Check the wrapped object (:func:`_inner`): ``(name, [(property, value)])`` in schema order,
+    then extras. An empty value (``""``/``[]``) is kept only when updating (it removes the property).
 
     Raises:
-        InvalidInput: every problem, as ``<type>.<property>: problem``, joined with ``; ``.
+        InvalidInput: every problem, as ``<key>.<property>: problem`` (``<key>``: the wrapper key
+            the call used), joined with ``; ``.
     """
-    t = schema.type_name
+    t, obj = wrapped
     problems: list[str] = []
     name = obj.get("name")
     if not isinstance(name, str) or not name:
@@ -411,7 +415,7 @@ def _values(schema: TypeSchema, tool: str, app: MemoryService, obj: dict[str, An
         if key in declared:
             continue
         if not schema.additional:
-            problems.append(f"{t}.{key}: unknown property; a {t} has {', '.join(declared)}")
+            problems.append(f"{t}.{key}: unknown property; a {schema.type_name} has {', '.join(declared)}")
         elif not isinstance(key, str) or not PROPERTY_NAME.fullmatch(key) or property_key(key) in labels:
             problems.append(f"{t}.{key}: not usable as an extra property (it must be a name of letters, digits, "
                             f"'_' or '-', stored under a label no other property uses)")
@@ -494,8 +498,8 @@ def _add(schema: TypeSchema, tool: str) -> Callable[[MemoryService, Arguments], 
 
 def _update(schema: TypeSchema, tool: str) -> Callable[[MemoryService, Arguments], Outcome]:
     def run(app: MemoryService, arguments: Arguments) -> Outcome:
-        obj = _inner(schema, tool, arguments, f"update_{schema.type_name}")
-        name, values = _values(schema, tool, app, obj, adding=False)
+        name, values = _values(schema, tool, app, _inner(schema, tool, arguments, f"update_{schema.type_name}"),
+                               adding=False)
         edits = [TypedValue(property_key(prop.key), prop.observation(value) if value else None,
                             None if prop.relationship is None else prop.relationship.edge_type, _targets(value))
                  for prop, value in values]
@@ -516,12 +520,12 @@ def _update(schema: TypeSchema, tool: str) -> Callable[[MemoryService, Arguments
 
 def _delete(schema: TypeSchema, tool: str) -> Callable[[MemoryService, Arguments], Outcome]:
     def run(app: MemoryService, arguments: Arguments) -> Outcome:
-        obj = _inner(schema, tool, arguments, f"delete_{schema.type_name}")
+        key, obj = _inner(schema, tool, arguments, f"delete_{schema.type_name}")
         name = obj.get("name")
         if not isinstance(name, str) or not name:
-            raise InvalidInput(f"invalid arguments for {tool}: {schema.type_name}.name: "
+            raise InvalidInput(f"invalid arguments for {tool}: {key}.name: "
                                + ("Field required" if name is None else "should be a non-empty string"))
-        app.limits.name(name, f"{schema.type_name}.name")
+        app.limits.name(name, f"{key}.name")
         snapshot = app.delete_typed(schema.type_name, name, tool)
         (entity,) = snapshot.entities
         n, m = len(entity.observations), len(snapshot.relations)
