@@ -32,7 +32,7 @@ def graph_of(memory: MemoryService) -> tuple[list[tuple[str, list[str]]], list[t
 
 
 def test_a_changed_file_merges_its_new_and_edited_lines_and_deletions_stay(
-        graph_backend: Any, database_settings: Settings, tmp_path: Path) -> None:
+        graph_backend: Any, database_settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     legacy = tmp_path / "memory.jsonl"
     legacy.write_bytes(b"\xef\xbb\xbf" + ALICE + b"\r\n" + BOB + b"\r\n\r\n" + KNOWS)   # a BOM, CRLF, a blank line
     first = import_file(database_settings, str(legacy))
@@ -50,14 +50,19 @@ def test_a_changed_file_merges_its_new_and_edited_lines_and_deletions_stay(
     report = import_file(database_settings, str(legacy), new_lines=True)
     assert (report.entities_created, report.observations_added, report.relations_created) == (1, 2, 1)
     assert report.file["unchanged_lines"] == 2
+    # Alice's old line is gone from the file (edited there): said, since a merge cannot delete.
+    assert dry.lines_gone == report.lines_gone == 1 and report.to_dict()["lines_gone"] == 1
+    cli._print_import(report)
+    assert "gone:          1 line of the file at its last import is no longer in it" in capsys.readouterr().out
     assert graph_of(memory) == ([("Alice", ["likes tea", "moved to Oslo"]), ("Carol", ["new friend"])],
                                 [("Carol", "Alice", "knows")])
     # The new record describes the file as it is now: merging again adds nothing.
     assert graph_backend.run_read(lambda g: g.line_digests(record_path(legacy))) == line_digests(legacy.read_bytes())
     again = import_file(database_settings, str(legacy), new_lines=True)
     assert again.file["unchanged_lines"] == 5 and again.entities_created == again.observations_added == 0
+    assert again.lines_gone == 0
     # Without --new-lines the whole file is merged, as before: Bob comes back.
-    import_file(database_settings, str(legacy))
+    assert import_file(database_settings, str(legacy)).lines_gone is None
     assert [name for name, _ in graph_of(memory)[0]] == ["Alice", "Carol", "Bob"]
 
 

@@ -389,6 +389,11 @@ def _print_import(report: ImportReport) -> None:
     if unchanged := f.get("unchanged_lines", 0):
         print(f"  unchanged:     {plural(unchanged, 'line')} as when the file was last imported, left out "
               f"(--new-lines)")
+    if report.lines_gone:
+        print(f"  gone:          {plural(report.lines_gone, 'line')} of the file at its last import "
+              f"{'is' if report.lines_gone == 1 else 'are'} no longer in it (removed or edited there); a merge "
+              f"never deletes, so what {'it' if report.lines_gone == 1 else 'they'} held stays in the memory: "
+              f"delete it with the tools if it should go")
     if bad_utf8 := report.replaced_utf8_lines:
         shown = ", ".join(map(str, bad_utf8[:10])) + (", …" if len(bad_utf8) > 10 else "")
         print(f"  replaced:      bytes that are not UTF-8 on {plural(len(bad_utf8), 'line')} ({shown}) with U+FFFD, "

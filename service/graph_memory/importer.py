@@ -84,6 +84,8 @@ class ImportReport:
     relations_created: int = 0
     relations_skipped: int = 0        # already in the database
     relations_left_out: int = 0       # new lines relating an entity deleted here since (--new-lines)
+    # --new-lines: lines of the file at its last import it no longer holds (removed or edited there)
+    lines_gone: int | None = None
     file: dict[str, int] = field(default_factory=dict)
     skipped_lines: list[tuple[int, str]] = field(default_factory=list)
     invalid_lines: list[tuple[int, str]] = field(default_factory=list)
@@ -127,6 +129,7 @@ class ImportReport:
             "skipped_lines": [{"line": n, "reason": r} for n, r in self.skipped_lines],
             "invalid_lines": [{"line": n, "reason": r} for n, r in self.invalid_lines],
             "replaced_utf8_lines": self.replaced_utf8_lines,
+            **({"lines_gone": self.lines_gone} if self.lines_gone is not None else {}),
             **({"entities_to_create": self.entities_to_create,
                 "recorded": self.recorded.to_dict() if self.recorded else None} if self.dry_run else {}),
         }

@@ -61,7 +61,7 @@ from graph_memory.importer import (
     refused,
     write_atomically,
 )
-from graph_memory.legacy import LegacyStream, known_lines, write_legacy
+from graph_memory.legacy import LegacyStream, known_lines, line_digests, write_legacy
 from graph_memory.meshfile import stream_memory_file, write_memorymesh
 from graph_memory.models import (
     DEFAULT_WEIGHT,
@@ -970,7 +970,8 @@ def import_file(settings: Settings, file: str, *, skip_invalid: bool = False, dr
     relation lines, None when not counted yet) gives the importer's progress for the import.
     ``new_lines``: merge only the lines that were not in the file when it was last imported into
     this database (its record keeps a digest of each line): what changed in the file since, and
-    not what was deleted from the memory since (``unchanged_lines`` counts what was left out).
+    not what was deleted from the memory since (``unchanged_lines`` counts what was left out;
+    ``lines_gone`` the lines of the file then that it no longer holds, which a merge cannot delete).
 
     Raises:
         LegacyFormatError: the file cannot be read or has a bad line (nothing was imported).
@@ -987,6 +988,9 @@ def import_file(settings: Settings, file: str, *, skip_invalid: bool = False, dr
     flags = [*(["--new-lines"] if new_lines else []), *(["--dry-run"] if dry_run else [])]
     state, legacy = read_legacy_file(file, skip_invalid=skip_invalid, database=path, check=not once,
                                      known_lines=known, flags=flags)
+    # What a merge cannot bring: lines of the file at its last import that are gone from it now
+    # (deleted or edited there since; found by QA: nothing said so).
+    gone = len(known - known_lines(line_digests(legacy.data, legacy.dialect) or b"")) if new_lines else None
 
     def load(backend: Backend, stream: LegacyStream) -> ImportReport:
         total = stream.entity_records + stream.relation_records if stream.checked else None
@@ -1003,13 +1007,16 @@ def import_file(settings: Settings, file: str, *, skip_invalid: bool = False, dr
         except DatabaseAppeared:  # a server started meanwhile, say: import into that database
             # (the file was read whole without a fault, so its check passes)
             legacy = stream_memory_file(legacy.data, skip_invalid=skip_invalid, path=file)
-    if dry_run:
-        if backends.database_missing(settings):  # no database: everything would be new
-            return plan_graph(None, legacy, source=file, database=str(path))
+    if dry_run and backends.database_missing(settings):  # no database: everything would be new
+        report = plan_graph(None, legacy, source=file, database=str(path))
+    elif dry_run:
         with opened(settings, "current") as backend:  # no tables yet: everything would be new
-            return plan_graph(backend if backend.has_graph() else None, legacy, source=file, database=str(path))
-    with opened(settings, "migrate") as backend:
-        return load(backend, legacy)
+            report = plan_graph(backend if backend.has_graph() else None, legacy, source=file, database=str(path))
+    else:
+        with opened(settings, "migrate") as backend:
+            report = load(backend, legacy)
+    report.lines_gone = gone
+    return report
 
 
 def _imported_lines(settings: Settings, file: str, dry_run: bool) -> frozenset[bytes]:
