@@ -232,6 +232,26 @@ async def test_mcp_with_right_token_serves_tool_calls(db_path: Path, mode: str) 
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_reply_over_a_mib_reaches_the_official_python_client(db_path: Path, mode: str) -> None:
+    """Replies went out as server-sent events, and the official Python client refuses an event
+    over 1 MiB (DEFAULT_MAX_SSE_EVENT_SIZE): a handshake-era read of 2,500 entities failed with
+    "SSE stream failed" (found by QA) although MEMORY_MAX_REPLY_BYTES allows 10 MiB. A request's
+    answer is now one JSON body."""
+    with running(db_path) as srv:
+        async with mcp_client(srv.mcp, mode=mode) as client:
+            notes = ["x" * 200] * 4
+            for start in range(0, 2500, 500):
+                await call(client, "create_entities", {"entities": [
+                    {"name": f"E{i:04d}", "entityType": "t",
+                     "observations": [f"{j} {n} {i}" for j, n in enumerate(notes)]}
+                    for i in range(start, start + 500)]})
+            result = await client.call_tool("read_graph", {})
+            assert not result.is_error
+            assert len(result.content[0].text) > 2 * 1024 * 1024   # the text alone is over 2 MiB
+            assert len(result.structured_content["entities"]) == 2500
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_sdk_client_without_token_is_refused(db_path: Path, mode: str) -> None:
     with running(db_path, http_token=TOKEN) as srv:
         with pytest.raises(ExceptionGroup) as refused:

@@ -13,6 +13,10 @@ either way) with two routes of ours added, wrapped in small pure-ASGI layers (no
                                                                        every migration is applied, else
                                                                        503 + reason
 
+Each request's answer is one JSON body (the SDK's JSON-response mode), not a server-sent event:
+the official Python client refuses an event over 1 MiB. Server-sent events remain for the
+handshake-era sessions' GET streams (resource notifications) and ``subscriptions/listen``.
+
 RequestLimits also rewrites each lone surrogate escape in a ``/mcp`` body (half an emoji) as
 ``\\ufffd`` before the SDK parses it (:mod:`graph_memory.surrogates`), as the stdio transport does.
 
@@ -565,7 +569,10 @@ def build_app(server: SdkServer, backend: Backend, settings: Settings) -> Access
         host=settings.http_host,
         transport_security=security,
         stateless_http=False,  # handshake-era notifications need the session's GET stream
-        json_response=False,
+        # Each request's answer is one JSON body, not a server-sent event: the official Python
+        # client refuses an event over 1 MiB (found by QA: a 2,500-entity read failed although
+        # MEMORY_MAX_REPLY_BYTES allows 10 MiB). No tool sends anything else within a request.
+        json_response=True,
         max_request_body_size=settings.http_max_body_bytes,
         session_idle_timeout=settings.http_session_idle_seconds,
         max_sessions=settings.http_max_sessions,
