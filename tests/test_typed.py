@@ -118,6 +118,8 @@ INVALID: list[tuple[Any, str]] = [
     (with_property("9lives", {"type": "string", "description": "Lives"}), "a property name starts with a letter"),
     ({**NPC, "properties": {"homeTown": {"type": "string", "description": "a"},
                             "home_town": {"type": "string", "description": "b"}}}, "both be stored as 'Home Town"),
+    ({**NPC, "properties": {"homeTown": {"type": "string", "description": "a"},   # one key in any spelling
+                            "hometown": {"type": "string", "description": "b"}}}, "or as one in another spelling"),
     ({**NPC, "properties": {"home": {"type": "string", "description": "a", "relationship": {"edgeType": "in"}},
                             "work": {"type": "string", "description": "b", "relationship": {"edgeType": "in"}}}},
      "both use edgeType 'in'"),
