@@ -501,6 +501,11 @@ async def test_typed_errors_name_the_wrapper_key_the_call_used_and_fit_the_verb(
     assert "update_npc.name: Field required" in error["error"]
     error = await merror(mesh, "delete_npc", {})
     assert '{"delete_npc": {"name": "...", ...}}' in error["error"]
+    await mcall(mesh, "add_npc", {"npc": {"name": "Gandalf", "role": "Wizard", "status": "Active"}})
+    error = await merror(mesh, "update_npc", {"npc": {"name": "Gandalf"},   # QA: the second was ignored
+                                              "update_npc": {"name": "Gandalf", "role": "Thief"}})
+    assert 'give the npc once, as "update_npc" or as "npc", not both' in error["error"]
+    assert "Role: Wizard" in (await graph(mesh))["nodes"][0]["metadata"]
     error = await merror(mesh, "delete_npc", {"delete_npc": {"name": "Nobody"}})
     assert "Nobody" in error["error"]
     assert not any("Create" in text for text in error["suggestions"] + error["recoverySteps"])

@@ -24,7 +24,8 @@ from graph_memory.db.backend import SqliteBackend
 from graph_memory.db.store import Store
 from graph_memory.errors import SchemaError
 from graph_memory.mcp.server import build_server
-from graph_memory.mcp.typed import display_name, load_schemas, load_typed_tools
+from graph_memory.mcp.typed import PROPERTY_NAME, display_name, load_schemas, load_typed_tools
+from graph_memory.models import property_key
 from graph_memory.service import MemoryService
 
 from helpers import REPO, call, call_error, undeclared_required
@@ -184,6 +185,15 @@ def test_every_example_schema_loads() -> None:
                                             ("XMLFile", "XML File"), ("level2Boss", "Level2 Boss")])
 def test_display_names_are_title_case(key: str, label: str) -> None:
     assert display_name(key) == label
+
+
+def test_a_property_label_has_its_keys_property_key_for_every_first_letter() -> None:
+    """``update_<type>`` finds a property's lines by ``property_key``: the label the tools write
+    must have the key's (QA: ``ırk`` is labelled ``Irk``, and its own line was not found again)."""
+    starts = [chr(c) for c in range(0x110000) if PROPERTY_NAME.fullmatch(chr(c))]
+    assert len(starts) > 100_000
+    differing = [c for c in starts if property_key(display_name(c + "ab")) != property_key(c + "ab")]
+    assert differing == []
 
 
 # -- the CLI refuses to start with an invalid schema ----------------------------------------------

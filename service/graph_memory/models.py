@@ -277,8 +277,9 @@ def property_key(label: str) -> str:
     """What tells one property of a typed entity from another: the letters and digits of its
     name or label, casefolded. ``Current Location`` (our label), ``currentLocation`` (the key
     MemoryMesh's add tools write), ``Currentlocation`` (what its update tools write) and
-    ``current_location`` are one property."""
-    return "".join(ch for ch in label.casefold() if ch.isalnum())
+    ``current_location`` are one property. Upper-cased before casefolding, so that a label's
+    capital stays its key's letter (``ırk`` is labelled ``Irk``; found by QA)."""
+    return "".join(ch for ch in label.upper().casefold() if ch.isalnum())
 
 
 def observation_property(content: str) -> str | None:

@@ -383,6 +383,9 @@ def _inner(schema: TypeSchema, tool: str, arguments: Arguments, alias: str | Non
     (what problems are named under)."""
     key = schema.type_name
     value = arguments.get(key)
+    if value is not None and alias is not None and arguments.get(alias) is not None:   # QA: one was ignored
+        raise InvalidInput(f'invalid arguments for {tool}: give the {schema.type_name} once, as "{alias}" or as '
+                           f'"{schema.type_name}", not both')
     if value is None and alias is not None:
         key, value = alias, arguments.get(alias)
     if value is None:
