@@ -269,3 +269,30 @@ async def test_idle_session_is_reaped_and_its_id_answers_404_while_active_ones_s
             assert ping(http, streaming).status_code == 200
             assert ping(http, pinging).status_code == 200
             stop.set()
+
+
+# -- bodies nested deeper than the parsers read ---------------------------------------------------
+
+
+@pytest.mark.parametrize("depth", [250, 1000, 5000])
+def test_a_body_nested_too_deeply_is_answered_with_its_own_id_never_a_500(db_path: Path, depth: int) -> None:
+    """Past ~200 levels the SDK answered -32700 with id null; past Python's own parser (~1,000)
+    our id scan raised and the answer was a bare 500 (found by QA). Now every such request gets
+    -32600 with its own id, saying to nest less, as over stdio; a notification is accepted (202)
+    and gets no answer; the session goes on."""
+    nested = "[" * depth + "]" * depth
+    with running(db_path) as srv, httpx2.Client(base_url=srv.url, timeout=30) as http:
+        session = open_session(http)
+        bodies = {7: '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"open_nodes","arguments":'
+                     '{"names":[],"x":' + nested + '}}}',
+                  8: '{"jsonrpc":"2.0","method":"tools/call","params":{"x":' + nested + '},"id":8}'}
+        for request_id, body in bodies.items():
+            response = http.post("/mcp", content=body.encode(), headers=session_headers(session))
+            assert response.status_code == 400, response.text
+            error = answer(response)
+            assert error["id"] == request_id and error["error"]["code"] == -32600
+            assert "nests arrays and objects deeper than the server reads" in error["error"]["message"]
+        notification = '{"jsonrpc":"2.0","method":"notifications/progress","params":{"x":' + nested + "}}"
+        accepted = http.post("/mcp", content=notification.encode(), headers=session_headers(session))
+        assert accepted.status_code == 202 and accepted.content == b""
+        assert ping(http, session).status_code == 200

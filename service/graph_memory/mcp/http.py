@@ -70,7 +70,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from graph_memory.errors import MigrationError, ServeError
 from graph_memory.logs import get_logger
-from graph_memory.mcp.messages import message_problem
+from graph_memory.mcp.messages import MAX_NESTING, TOO_DEEP, is_notification, message_problem, top_level_id
 from graph_memory.surrogates import log_replaced, repair_json_bytes
 from graph_memory.wording import plural
 
@@ -413,6 +413,18 @@ def _explain_invalid_message(send: Send, body: bytes) -> Send:
         held.extend(message.get("body", b""))
         if message.get("more_body", False):
             return
+        if _is_too_deep(bytes(held)):
+            # Valid JSON nested deeper than the SDK's parser reads (found by QA: deeper than Python's
+            # own parser reads it was a 500): answered as over stdio, with the request's own id.
+            text = body.decode("utf-8", "replace")
+            log.warning("invalid_message", code=JSONRPC_INVALID_REQUEST, faults=["nested_too_deeply"])
+            if is_notification(text):   # a notification is accepted and gets no answer
+                await send({"type": "http.response.start", "status": 202, "headers": []})
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                return
+            await _jsonrpc_error(send, 400, JSONRPC_INVALID_REQUEST, TOO_DEEP, top_level_id(text),
+                                 {"maxNesting": MAX_NESTING})
+            return
         problem = invalid_message_problem(body) if _is_validation_error(bytes(held)) else None
         if problem is None:
             await send(start)
@@ -429,12 +441,23 @@ _MESSAGE_SHAPE: Final = ('Send one JSON-RPC 2.0 message object per POST, for exa
                          '{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}')
 
 
-def _is_validation_error(answer: bytes) -> bool:
+def _answer_error(answer: bytes) -> dict[str, Any]:
+    """The ``error`` of the SDK's JSON-RPC answer ``answer`` ({} when it has none)."""
     try:
         error = json.loads(answer).get("error") or {}
     except (ValueError, AttributeError):
-        return False
+        return {}
+    return error if isinstance(error, dict) else {}
+
+
+def _is_validation_error(answer: bytes) -> bool:
+    error = _answer_error(answer)
     return bool(error.get("code") == -32602 and str(error.get("message", "")).startswith("Validation error"))
+
+
+def _is_too_deep(answer: bytes) -> bool:
+    error = _answer_error(answer)
+    return bool(error.get("code") == -32700 and "recursion limit" in str(error.get("message", "")))
 
 
 def invalid_message_problem(body: bytes) -> str | None:
@@ -442,7 +465,7 @@ def invalid_message_problem(body: bytes) -> str | None:
     JSON, or no problem is found here: the SDK's own answer then stands)."""
     try:
         message = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return message_problem(message, "body")
 
@@ -496,7 +519,7 @@ def request_id_of(body: bytes | bytearray) -> int | str | None:
             if not text.startswith(",", at):
                 return None
             at += 1
-    except ValueError:  # cut off inside a value, or not JSON
+    except (ValueError, RecursionError):  # cut off inside a value, not JSON, or nested too deeply to read here
         return None
 
 
@@ -521,7 +544,7 @@ def unusable_id_type(body: bytes | bytearray, early_id: int | str | None) -> str
         return None
     try:
         message = json.loads(body)
-    except ValueError:  # not JSON (or not UTF-8): the SDK's parse error
+    except (ValueError, RecursionError):  # not JSON (or not UTF-8), or too deep: the SDK's parse error
         return None
     if not isinstance(message, dict) or "id" not in message:
         return None

@@ -29,6 +29,13 @@ def message_problem(message: object, carrier: str) -> str | None:
     return 'a request or notification needs a "method" (a response: "result" or "error")'
 
 
+# How deeply the SDK's JSON parser (pydantic-core) nests arrays and objects, and what a request
+# nested deeper is told (over stdio and HTTP alike).
+MAX_NESTING = 200
+TOO_DEEP = (f"Invalid Request: the message nests arrays and objects deeper than the server reads "
+            f"(about {MAX_NESTING} levels); send the data less deeply nested")
+
+
 # A JSON string (escapes included), or one bracket: the tokens that decide nesting.
 _TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]]')
 _COLON = re.compile(r"[ \t\r\n]*:[ \t\r\n]*")

@@ -56,7 +56,7 @@ from pydantic import ValidationError
 from graph_memory.logs import get_logger
 from graph_memory.mcp.bounds import refused_line
 from graph_memory.mcp.jsontext import dumps_line, dumps_line_parts, dumps_line_utf8, escape_non_ascii
-from graph_memory.mcp.messages import is_notification, message_problem, top_level_id
+from graph_memory.mcp.messages import TOO_DEEP, is_notification, message_problem, top_level_id
 from graph_memory.surrogates import log_replaced, repair_json_text
 
 # How long, at end of input, the server waits for the replies of requests still in flight.
@@ -298,9 +298,7 @@ def invalid_message_reply(error: ValidationError, line: str | None = None) -> Se
             if is_notification(line):
                 log.warning("notification_not_read", reason="nested too deeply")
                 return None
-            code, request_id = INVALID_REQUEST, top_level_id(line)
-            what = (f"Invalid Request: the message nests arrays and objects deeper than the server reads "
-                    f"(about {_MAX_NESTING} levels); send the data less deeply nested")
+            code, request_id, what = INVALID_REQUEST, top_level_id(line), TOO_DEEP
     else:
         code, what = INVALID_REQUEST, "Invalid Request: the line is JSON but not a JSON-RPC 2.0 message"
         problem = _line_problem(line)
@@ -349,8 +347,6 @@ UNUSABLE_ID = ("the request's id must be a string or an integer (true, a number 
 # -- the transport: stdin and stdout on the event loop ----------------------------------------------
 
 # The longest line read (bytes): the SDK's own reader has no limit either; asyncio needs one.
-# How deeply the SDK's JSON parser (pydantic-core) nests arrays and objects.
-_MAX_NESTING = 200
 _LINE_LIMIT = sys.maxsize
 # A line longer than this (characters) is written in pieces of this size.
 _PIECE = 1 << 20
