@@ -41,7 +41,7 @@ from graph_memory.legacy import (
     write_legacy,
 )
 from graph_memory.logs import get_logger
-from graph_memory.merge import BATCH_ROWS, FileTally, merge_records
+from graph_memory.merge import BATCH_ROWS, FileTally, merge_records, relates_deleted_entity
 from graph_memory.meshfile import stream_memory_file
 from graph_memory.models import Entity, Relation
 from graph_memory.settings import LEGACY_SUFFIXES
@@ -168,9 +168,8 @@ def _plan(g: Graph, legacy: LegacyGraph, report: ImportReport) -> None:
     for relation in legacy.relations:
         if g.relation_exists(relation):
             report.relations_skipped += 1
-        elif unchanged and any(end not in names and end in unchanged and g.find_entity(end) is None
-                               for end in (relation.source, relation.target)):
-            report.relations_left_out += 1   # as the merge leaves it out (merge._Merge.finish)
+        elif unchanged and relates_deleted_entity(g, relation, names, unchanged):
+            report.relations_left_out += 1
         else:
             report.relations_created += 1
 
@@ -193,14 +192,15 @@ def _complete_summary(report: ImportReport, tally: FileTally) -> None:
 
 def _load(backend: Backend, legacy: LegacyGraph | LegacyStream, *, source: str, progress: Progress | None,
           first_start: bool = False, record: FileState | None = None, unless_recorded: str | None = None,
-          batch: int = BATCH_ROWS) -> ImportReport | None:
+          batch: int = BATCH_ROWS, digests: bytes | None = None) -> ImportReport | None:
     """The import transaction. With ``first_start`` it runs only while the database still owes
     its first-start import (which it then clears), else returns None; with ``unless_recorded``
     (a :func:`record_path`) it runs only while the database has no record of that file, else
     returns None, and records itself as a first-start import; with ``record`` it writes the
     import record (kind first_start or import) in the same transaction. The merge reads the
     records of ``legacy`` in file order and writes their observations ``batch`` at a time
-    (:func:`graph_memory.merge.merge_records`)."""
+    (:func:`graph_memory.merge.merge_records`). ``digests``: the file's
+    :func:`~graph_memory.legacy.line_digests` for the record, when the caller has them already."""
     # How many entities the merge may bring (for how it keeps the search index in step) and
     # what it must remember beyond one record: the repeats in the file.
     repeats: tuple[frozenset[int], frozenset[int]] | None
@@ -217,8 +217,8 @@ def _load(backend: Backend, legacy: LegacyGraph | LegacyStream, *, source: str, 
             progress.phase("indexing")
 
     # What each line of the file was, recorded with the import (`import --new-lines` leaves them out later).
-    digests = (line_digests(legacy.data, legacy.dialect) if record is not None and isinstance(legacy, LegacyStream)
-               else None)
+    if digests is None and record is not None and isinstance(legacy, LegacyStream):
+        digests = line_digests(legacy.data, legacy.dialect)
 
     def run(g: Graph) -> ImportReport:
         # A fresh report per attempt: run_write may retry the whole transaction when busy.
@@ -256,14 +256,15 @@ def _load(backend: Backend, legacy: LegacyGraph | LegacyStream, *, source: str, 
 
 def load_graph(backend: Backend, legacy: LegacyGraph | LegacyStream, *, source: str,
                progress: Progress | None = None, record: FileState | None = None,
-               batch: int = BATCH_ROWS) -> ImportReport:
+               batch: int = BATCH_ROWS, digests: bytes | None = None) -> ImportReport:
     """Merge ``legacy`` (a reconciled graph, or a checked file streamed record by record) into
     ``backend``'s graph in one write transaction, observations ``batch`` at a time (memory: the
     file's bytes, one batch, and the file's entity names).
 
     With ``record`` (the file's state, taken before it was read) the same transaction records the
-    import in ``legacy_imports`` as kind ``import``. Any import also clears a first-start import
-    the database still owes, so no start imports on its own after it.
+    import in ``legacy_imports`` as kind ``import``, with ``digests`` (the file's
+    :func:`~graph_memory.legacy.line_digests`; computed here when not given). Any import also
+    clears a first-start import the database still owes, so no start imports on its own after it.
 
     Entities are created in file order; an entity that exists keeps its type and gains only the
     observations it lacks (appended in file order); relations are inserted as stored (also those
@@ -276,7 +277,7 @@ def load_graph(backend: Backend, legacy: LegacyGraph | LegacyStream, *, source: 
         LegacyFormatError: a stream not checked yet (``checked`` False) has a bad line, found by
             the merge's reading (nothing was written).
     """
-    report = _load(backend, legacy, source=source, progress=progress, record=record, batch=batch)
+    report = _load(backend, legacy, source=source, progress=progress, record=record, batch=batch, digests=digests)
     assert report is not None
     return report
 

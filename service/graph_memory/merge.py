@@ -28,7 +28,7 @@ from graph_memory.db.backend import Graph
 from graph_memory.legacy import LegacyRecord, LegacyRelation, UnchangedEntity
 from graph_memory.models import Entity, Relation
 
-__all__ = ["BATCH_ROWS", "FileTally", "MergeCounts", "merge_records"]
+__all__ = ["BATCH_ROWS", "FileTally", "MergeCounts", "merge_records", "relates_deleted_entity"]
 
 # Rows (entities, observations, relations) buffered before they are written together (one
 # executemany per kind). Memory grows with it; beyond a few thousand it buys little speed.
@@ -230,12 +230,12 @@ class _Merge:
             ends = [end for end in (relation.source, relation.target) if end not in names]
             if not ends:
                 continue
+            if any(end not in unchanged for end in ends):   # an entity the file does not hold
+                self.tally.dangling_relations += 1
             # A new line relating an entity whose own line is unchanged since the import, and which
             # is gone here: deleted since, and deleting it deleted its relations (found by QA: it
             # came back as a dangling relation).
-            if any(end not in unchanged for end in ends):   # an entity the file does not hold
-                self.tally.dangling_relations += 1
-            if made and unchanged and any(end in unchanged and self.g.find_entity(end) is None for end in ends):
+            if made and relates_deleted_entity(self.g, relation, names, unchanged):
                 left_out.append(relation)
         if left_out:
             self.g.delete_relations(left_out)
@@ -245,6 +245,15 @@ class _Merge:
         for key, primary_type in self.inverses:  # after every relation: a primary may come later
             if key not in dropped:
                 self.g.link_inverse(key, primary_type)
+
+
+def relates_deleted_entity(g: Graph, relation: Relation, names: Collection[str], unchanged: Collection[str]) -> bool:
+    """Whether ``relation`` names an entity the file holds only on lines left out as unchanged
+    (in ``unchanged``, not in ``names``: the file's other entity names) which ``g`` no longer has:
+    deleted since the import, so ``import --new-lines`` leaves the relation out (the merge and the
+    dry run's plan alike)."""
+    return any(end not in names and end in unchanged and g.find_entity(end) is None
+               for end in (relation.source, relation.target))
 
 
 def merge_records(g: Graph, records: Iterable[LegacyRecord], *, progress: _Progress | None = None,

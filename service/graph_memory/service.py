@@ -989,14 +989,16 @@ def import_file(settings: Settings, file: str, *, skip_invalid: bool = False, dr
     state, legacy = read_legacy_file(file, skip_invalid=skip_invalid, database=path, check=not once,
                                      known_lines=known, flags=flags)
     # What a merge cannot bring: lines of the file at its last import that are gone from it now
-    # (deleted or edited there since; found by QA: nothing said so).
-    gone = len(known - known_lines(line_digests(legacy.data, legacy.dialect) or b"")) if new_lines else None
+    # (deleted or edited there since; found by QA: nothing said so). The file's digests are the
+    # new import record's too.
+    current = line_digests(legacy.data, legacy.dialect) if new_lines else None
+    gone = len(known - known_lines(current or b"")) if new_lines else None
 
     def load(backend: Backend, stream: LegacyStream) -> ImportReport:
         total = stream.entity_records + stream.relation_records if stream.checked else None
         with progress(total) if progress else nullcontext() as bar:
             try:
-                return load_graph(backend, stream, source=file, progress=bar, record=state)
+                return load_graph(backend, stream, source=file, progress=bar, record=state, digests=current)
             except LegacyFormatError as exc:  # found by the reading of a file not checked before
                 raise refused(exc, file, skip_invalid=skip_invalid, database=path, flags=flags) from exc
 

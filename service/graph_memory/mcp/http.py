@@ -413,7 +413,8 @@ def _explain_invalid_message(send: Send, body: bytes) -> Send:
         held.extend(message.get("body", b""))
         if message.get("more_body", False):
             return
-        if _is_too_deep(bytes(held)):
+        error = _answer_error(bytes(held))
+        if _is_too_deep(error):
             # Valid JSON nested deeper than the SDK's parser reads (found by QA: deeper than Python's
             # own parser reads it was a 500): answered as over stdio, with the request's own id.
             text = body.decode("utf-8", "replace")
@@ -425,7 +426,7 @@ def _explain_invalid_message(send: Send, body: bytes) -> Send:
             await _jsonrpc_error(send, 400, JSONRPC_INVALID_REQUEST, TOO_DEEP, top_level_id(text),
                                  {"maxNesting": MAX_NESTING})
             return
-        problem = invalid_message_problem(body) if _is_validation_error(bytes(held)) else None
+        problem = invalid_message_problem(body) if _is_validation_error(error) else None
         if problem is None:
             await send(start)
             await send({"type": "http.response.body", "body": bytes(held), "more_body": False})
@@ -450,13 +451,11 @@ def _answer_error(answer: bytes) -> dict[str, Any]:
     return error if isinstance(error, dict) else {}
 
 
-def _is_validation_error(answer: bytes) -> bool:
-    error = _answer_error(answer)
+def _is_validation_error(error: dict[str, Any]) -> bool:
     return bool(error.get("code") == -32602 and str(error.get("message", "")).startswith("Validation error"))
 
 
-def _is_too_deep(answer: bytes) -> bool:
-    error = _answer_error(answer)
+def _is_too_deep(error: dict[str, Any]) -> bool:
     return bool(error.get("code") == -32700 and "recursion limit" in str(error.get("message", "")))
 
 
