@@ -108,6 +108,19 @@ async def test_annotations_match_upstream(client: Any, name: str) -> None:
 
 
 @pytest.mark.parametrize("name", UPSTREAM_NAMES)
+async def test_titles_match_upstream(client: Any, name: str) -> None:
+    """Hosts show a tool's title (VS Code's tool picker, approval prompts): a switching user sees
+    the reference server's titles, not bare names."""
+    assert (await advertised(client))[name].title == upstream_tools()[name]["title"]
+
+
+async def test_our_own_tools_have_titles_in_the_same_style(client: Any) -> None:
+    tools = await advertised(client)
+    for name in ("update_observations", "update_relations"):
+        assert tools[name].title == name.replace("_", " ").title()
+
+
+@pytest.mark.parametrize("name", UPSTREAM_NAMES)
 async def test_output_schema_keeps_every_upstream_field(client: Any, name: str) -> None:
     theirs = upstream_tools()[name]["outputSchema"]
     ours = (await advertised(client))[name].output_schema

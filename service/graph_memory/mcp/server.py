@@ -369,6 +369,7 @@ def _dialect(schema: dict[str, Any]) -> dict[str, Any]:
 def _tool(spec: ToolSpec) -> types.Tool:
     return types.Tool(
         name=spec.name,
+        title=spec.title,
         description=spec.description,
         input_schema=_dialect(spec.input_schema),
         output_schema=_dialect(spec.output_schema),

@@ -337,6 +337,7 @@ class ToolSpec:
     output_schema: dict[str, Any]
     annotations: dict[str, bool]
     run: Callable[[MemoryService, Arguments], Outcome]
+    title: str | None = None   # what a host shows for the tool (the reference server's titles)
 
 
 def _relations(items: list[RelationArg]) -> list[Relation]:
@@ -504,20 +505,22 @@ TOOLS: tuple[ToolSpec, ...] = (
         "create_entities",
         "Create entities (people, organizations, events, …), each with a type and observations "
         "(atomic facts). Existing names are skipped.",
-        _object({"entities": _array(ENTITY_IN, "Entities to create")}, ["entities"]),
+        _object({"entities": _array(ENTITY_IN)}, ["entities"]),
         _object({"entities": _array(ENTITY_OUT)}, ["entities"]),
         ADDITIVE,
         _create_entities,
+        "Create Entities",
     ),
     ToolSpec(
         "create_relations",
         "Create directed relations between existing entities, in active voice (from -[relationType]-> "
         "to). Existing ones are skipped. Optional weight (0 to 1, default 1.0): how sure you are; "
         "update_relations adjusts it.",
-        _object({"relations": _array(RELATION_IN_WEIGHTED, "Relations to create")}, ["relations"]),
+        _object({"relations": _array(RELATION_IN_WEIGHTED)}, ["relations"]),
         _object({"relations": _array(RELATION_OUT)}, ["relations"]),
         ADDITIVE,
         _create_relations,
+        "Create Relations",
     ),
     ToolSpec(
         "add_observations",
@@ -526,20 +529,22 @@ TOOLS: tuple[ToolSpec, ...] = (
         _object({"observations": _array(_object(
             {"entityName": _str("Name of the entity to add to"),
              "contents": _array(_str(), "Observations to add")},
-            ["entityName", "contents"]), "Observations per entity")}, ["observations"]),
+            ["entityName", "contents"]))}, ["observations"]),
         _results_schema(_object({"entityName": _str(), "addedObservations": _array(_str())},
                                 ["entityName", "addedObservations"])),
         ADDITIVE,
         _add_observations,
+        "Add Observations",
     ),
     ToolSpec(
         "delete_entities",
         "Delete entities with their observations and every relation naming them. Unknown names "
         "are skipped.",
-        _object({"entityNames": _array(_str(), "Names of the entities to delete")}, ["entityNames"]),
+        _object({"entityNames": _array(_str())}, ["entityNames"]),
         _object({**DELETE_OUT_BASE, "deletedEntities": _array(_str())}, ["success", "message"]),
         DESTRUCTIVE,
         _delete_entities,
+        "Delete Entities",
     ),
     ToolSpec(
         "delete_observations",
@@ -547,20 +552,22 @@ TOOLS: tuple[ToolSpec, ...] = (
         _object({"deletions": _array(_object(
             {"entityName": _str("Name of the entity holding the observations"),
              "observations": _array(_str(), "Observations to delete (exact text)")},
-            ["entityName", "observations"]), "Deletions per entity")}, ["deletions"]),
+            ["entityName", "observations"]))}, ["deletions"]),
         _object({**DELETE_OUT_BASE, "results": _array(_object(
             {"entityName": _str(), "deletedObservations": _array(_str()), "message": _str()},
             ["entityName", "deletedObservations", "message"]))}, ["success", "message"]),
         DESTRUCTIVE,
         _delete_observations,
+        "Delete Observations",
     ),
     ToolSpec(
         "delete_relations",
         "Delete relations by their exact (from, to, relationType). Reports the relations that matched.",
-        _object({"relations": _array(RELATION_IN, "Relations to delete")}, ["relations"]),
+        _object({"relations": _array(RELATION_IN)}, ["relations"]),
         _object({**DELETE_OUT_BASE, "deletedRelations": _array(RELATION_OUT)}, ["success", "message"]),
         DESTRUCTIVE,
         _delete_relations,
+        "Delete Relations",
     ),
     ToolSpec(
         "update_observations",
@@ -570,13 +577,14 @@ TOOLS: tuple[ToolSpec, ...] = (
             {"entityName": _str("Name of the entity"),
              "match": _str("The current observation text (exact)"),
              "replacement": _str("The new observation text")},
-            ["entityName", "match", "replacement"]), "Edits to apply, in order")}, ["updates"]),
+            ["entityName", "match", "replacement"]), "Applied in order")}, ["updates"]),
         _results_schema(_object(
             {"entityName": _str(), "updatedObservations": _array(_object(
                 {"match": _str(), "replacement": _str()}, ["match", "replacement"]))},
             ["entityName", "updatedObservations"])),
         EDITING,
         _update_observations,
+        "Update Observations",
     ),
     ToolSpec(
         "update_relations",
@@ -585,7 +593,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         _object({"relations": _array(_object(
             {**RELATION_IN["properties"],
              "weight": {**WEIGHT_IN, "description": "New evidence from 0 (contradicts) to 1 (confirms)"}},
-            ["from", "to", "relationType", "weight"]), "Relations and the evidence for each, applied in order")},
+            ["from", "to", "relationType", "weight"]), "Applied in order")},
             ["relations"]),
         _results_schema(_object(
             {"from": _str(), "to": _str(), "relationType": _str(), "previousWeight": {"type": "number"},
@@ -593,16 +601,18 @@ TOOLS: tuple[ToolSpec, ...] = (
             ["from", "to", "relationType", "previousWeight", "evidence", "weight"])),
         EDITING,
         _update_relations,
+        "Update Relations",
     ),
     ToolSpec(
         "read_graph",
         "Read the entire knowledge graph. When it is large: view 'summary' (observation counts, no "
-        "texts), since (ISO 8601: only entities changed since), or pages (limit, then cursor=nextCursor "
+        "texts), since (ISO 8601: only what changed since), or pages (limit, then cursor=nextCursor "
         "until none). timestamps adds createdAt/updatedAt.",
         {"type": "object", "properties": {**SHAPE_IN, **PAGE_IN}},
         GRAPH_OUT,
         READ_ONLY,
         _read_graph,
+        "Read Graph",
     ),
     ToolSpec(
         "search_nodes",
@@ -618,14 +628,16 @@ TOOLS: tuple[ToolSpec, ...] = (
         GRAPH_OUT,
         READ_ONLY,
         _search_nodes,
+        "Search Nodes",
     ),
     ToolSpec(
         "open_nodes",
         "Open entities by exact name, with the relations touching them and their neighbors. "
         "Unknown names are skipped.",
-        _object({"names": _array(_str(), "Entity names to open"), **SHAPE_IN}, ["names"]),
+        _object({"names": _array(_str()), **SHAPE_IN}, ["names"]),
         GRAPH_OUT,
         READ_ONLY,
         _open_nodes,
+        "Open Nodes",
     ),
 )
