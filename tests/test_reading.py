@@ -5,9 +5,13 @@ the advertised output schema."""
 from __future__ import annotations
 
 import json
+import re
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+
+from graph_memory.paging import parse_since
 
 from helpers import call, call_error, names, sample_path, upstream_oracle
 
@@ -188,20 +192,33 @@ async def test_bad_since_is_a_clear_error(client: Any, since: str) -> None:
         assert "is not a date or time this server reads" in message and "2026-12-01T09:30:00Z" in message
 
 
-@pytest.mark.parametrize("since", ["2026-12-01T24:00", "2026-12-01T24:00:00Z", "20261201T2400+0100"])
-async def test_since_at_24_00_is_refused_saying_to_give_the_next_days_midnight(client: Any, since: str) -> None:
+@pytest.mark.parametrize(("since", "instead"), [("2026-12-01T24:00", "2026-12-02T00:00"),
+                                                ("2026-12-31T24:00:00Z", "2027-01-01T00:00Z"),
+                                                ("20260228T2400+0100", "2026-03-01T00:00+0100"),
+                                                ("2028-02-28 24:00-05:30", "2028-02-29T00:00-05:30")])
+async def test_since_at_24_00_is_refused_giving_the_next_days_midnight(client: Any, since: str, instead: str) -> None:
     """ISO 8601 allows 24:00 (the end of a day), Python does not: the error said it was no ISO
-    8601 at all (found by QA); it now says what to give instead."""
+    8601 at all (found by QA); it now says what to give instead, the day after the one given (its
+    example was always 2026-12-02: found by QA)."""
     message = await call_error(client, "read_graph", {"since": since})
-    assert "names midnight as 24:00" in message and "00:00 of the next day" in message
+    assert "names midnight as 24:00" in message and f"00:00 of the next day (e.g. '{instead}')" in message
+    same_day = re.sub(r"24(:?)00", r"00\g<1>00", since, count=1)
+    assert _moment(parse_since(instead)) - _moment(parse_since(same_day)) == timedelta(days=1)
+
+
+def _moment(stored: str) -> datetime:
+    return datetime.fromisoformat(stored.replace("Z", "+00:00"))
+
+
+def test_since_reads_a_lower_case_z_as_rfc_3339_allows() -> None:
+    """RFC 3339 allows ``t`` and ``z`` in lower case; ``z`` was refused (found by QA)."""
+    assert parse_since("2026-12-03t06:00z") == parse_since("2026-12-03T06:00Z") == "2026-12-03T06:00:00.000Z"
 
 
 @pytest.mark.parametrize(("since", "moment"), [("2026-W48-3", "2026-11-25T00:00:00.000Z"),
                                                ("20261201T101500Z", "2026-12-01T10:15:00.000Z"),
                                                ("2026-12-01T10:15:00.123456+01:00", "2026-12-01T09:15:00.123Z")])
 def test_since_reads_what_pythons_fromisoformat_reads(since: str, moment: str) -> None:
-    from graph_memory.paging import parse_since
-
     assert parse_since(since) == moment
 
 

@@ -24,7 +24,7 @@ import re
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
 
 from graph_memory.errors import InvalidCursor, InvalidInput
@@ -145,6 +145,20 @@ def _tag(secret: bytes) -> bytes:
     return hashlib.sha256(b"graph-memory cursor tag\0" + secret).digest()[:_TAG]
 
 
+def _next_day_example(text: str) -> str:
+    """`` (e.g. '2026-12-04T00:00+02:00')``: 00:00 of the day after the date that ``text`` (a
+    24:00 time) starts with, its offset kept; `` (00:00 of the day after)`` for dates that do not
+    read as calendar dates (week or ordinal dates)."""
+    found = re.match(r"(\d{4}-?\d{2}-?\d{2})[Tt ]24(?::?00)*(?:[.,]0+)?(.*)", text)
+    try:
+        day = date.fromisoformat(found.group(1)) + timedelta(days=1) if found else None
+    except (ValueError, OverflowError):   # 2026-02-30, 9999-12-31
+        day = None
+    if day is None or found is None:
+        return ""
+    return f" (e.g. '{day.isoformat()}T00:00{found.group(2)}')"
+
+
 def parse_since(value: str) -> str:
     """``since`` as the database stores times (``2026-12-01T17:29:28.123Z``, UTC, milliseconds).
 
@@ -155,13 +169,16 @@ def parse_since(value: str) -> str:
     Raises:
         InvalidInput: not an ISO 8601 date or date-time.
     """
+    text = value.strip()
+    if text[-1:] == "z":   # RFC 3339 allows a lower-case z, Python reads only "Z"
+        text = text[:-1] + "Z"
     try:
-        moment = datetime.fromisoformat(value.strip())
+        moment = datetime.fromisoformat(text)
     except ValueError:
-        if re.search(r"[Tt ]24(?::?00)*(?:[.,]0+)?(?:[Zz]|[+-]|$)", value.strip()):
+        if re.search(r"[Tt ]24(?::?00)*(?:[.,]0+)?(?:Z|[+-]|$)", text):
             # ISO 8601's end of a day: valid there, but one moment has one spelling here
             raise InvalidInput(f"since: {value!r} names midnight as 24:00, which is not accepted; give 00:00 of "
-                               f"the next day (e.g. '2026-12-02T00:00:00Z')") from None
+                               f"the next day{_next_day_example(text)}") from None
         raise InvalidInput(f"since: {value!r} is not a date or time this server reads (ISO 8601 as Python reads "
                            f"it: e.g. '2026-12-01', '2026-W48-2', '2026-12-01T09:30:00Z', '20261201T093000+0100')"
                            ) from None
