@@ -344,6 +344,30 @@ def test_write_lock_held_long_by_another_process(spawn: Any, tmp_path: Path) -> 
         conn.close()
 
 
+def test_a_write_under_a_held_lock_waits_one_busy_timeout_in_all(tmp_path: Path) -> None:
+    """The busy timeout is how long a write waits in all: each retry of the transaction waited a
+    whole timeout again, six in all (61 s with the default 10 s, past the official clients' 60 s
+    request timeout, so the caller never saw the 'locked' message: found by QA)."""
+    from graph_memory.errors import StoreError
+
+    db = _make_db(tmp_path / "memory.db")
+    store = Store.open(db, busy_timeout_ms=3000)
+    hog = apsw.Connection(str(db))
+    hog.execute("BEGIN IMMEDIATE")
+    try:
+        started = time.monotonic()
+        with pytest.raises(StoreError, match="locked by another process"):
+            store.run_write(lambda conn: conn.execute("UPDATE search_sync SET enabled = enabled"))
+        elapsed = time.monotonic() - started
+        assert 3.0 <= elapsed < 6.0, f"waited {elapsed:.1f}s for a 3 s busy timeout"
+        assert store.conn.execute("PRAGMA busy_timeout").fetchall() == [(3000,)]   # given back
+    finally:
+        hog.execute("ROLLBACK")
+        hog.close()
+    store.run_write(lambda conn: conn.execute("UPDATE search_sync SET enabled = enabled"))
+    store.close()
+
+
 HOG = """
 import sys, apsw
 conn = apsw.Connection(sys.argv[1])

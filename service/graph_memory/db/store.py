@@ -204,6 +204,38 @@ class DatabaseAppeared(StoreError):
     created a database there meanwhile."""
 
 
+class _BusyWaits:
+    """The retries of a transaction that SQLite reported busy, within one busy timeout in all.
+
+    SQLite's busy handler waits up to the busy timeout per attempt; retried as they were, a lock
+    held longer made a call wait six timeouts (61 s with the default 10 s, past the official
+    clients' 60 s request timeout: found by QA). Each retry now waits only for what is left of the
+    timeout since the first attempt began; busy reports that come without waiting (WAL recovery in
+    another process) are still retried at least :data:`_BUSY_RETRIES` times and for at least
+    :data:`_BUSY_RETRY_SECONDS`, with a short growing, jittered pause."""
+
+    def __init__(self, conn: apsw.Connection, busy_timeout_ms: int) -> None:
+        self._conn, self._timeout_ms = conn, busy_timeout_ms
+        self._started = time.monotonic()
+        self._attempt = 0
+
+    def again(self) -> bool:
+        """After a busy attempt: pause and return True to try again, or False to give up."""
+        self._attempt += 1
+        elapsed = time.monotonic() - self._started
+        if self._attempt > _BUSY_RETRIES and elapsed >= max(self._timeout_ms / 1000, _BUSY_RETRY_SECONDS):
+            return False
+        time.sleep(min(0.05 * self._attempt, 0.25) * random.uniform(0.5, 1.5))
+        left_ms = self._timeout_ms - (time.monotonic() - self._started) * 1000
+        self._conn.set_busy_timeout(max(int(left_ms), 0))
+        return True
+
+    def done(self) -> None:
+        """Give the connection its busy timeout back (a retry shortened it)."""
+        if self._attempt:
+            self._conn.set_busy_timeout(self._timeout_ms)
+
+
 class Store:
     """One open database file. Create with :meth:`Store.open`; close with :meth:`close`.
 
@@ -260,16 +292,17 @@ class Store:
             raise StoreError(f"cannot open database {path}: {exc}") from exc
         store = cls(building_for or path, conn)
         try:
-            for attempt in range(_BUSY_RETRIES + 1):
+            waits = _BusyWaits(conn, busy_timeout_ms)
+            while True:
                 try:
                     store._prepare(busy_timeout_ms, migrate, building=building_for is not None)
                     break
                 except (apsw.BusyError, apsw.LockedError):
                     # e.g. another process recovering the WAL after a crash, which SQLite reports
                     # as busy without waiting: the same retry as every transaction gets.
-                    if attempt == _BUSY_RETRIES:
+                    if not waits.again():
                         raise
-                    time.sleep(0.05 * (attempt + 1))
+            waits.done()
         except GraphError:
             conn.close()
             raise
@@ -723,17 +756,17 @@ class Store:
         """``operation(conn)`` inside ``transaction()``, the whole transaction retried with a short
         growing, jittered pause while SQLite reports the database busy or locked past the busy
         timeout (at least :data:`_BUSY_RETRIES` times and :data:`_BUSY_RETRY_SECONDS`)."""
-        started = time.monotonic()
-        attempt = 0
-        while True:
-            try:
-                with transaction() as conn:
-                    return operation(conn)
-            except _Busy:
-                attempt += 1
-                if attempt > _BUSY_RETRIES and time.monotonic() - started >= _BUSY_RETRY_SECONDS:
-                    break
-                time.sleep(min(0.05 * attempt, 0.25) * random.uniform(0.5, 1.5))
+        waits = _BusyWaits(self.conn, self.busy_timeout_ms)
+        try:
+            while True:
+                try:
+                    with transaction() as conn:
+                        return operation(conn)
+                except _Busy:
+                    if not waits.again():
+                        break
+        finally:
+            waits.done()
         raise StoreError(
             f"database {self.path} stayed locked by another process; try again, or find the process "
             f"holding it (another graph-memory or a tool with an open write transaction)"
