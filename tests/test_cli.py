@@ -329,6 +329,51 @@ def test_backup_of_a_missing_database_exits_1_and_creates_nothing(db_path: Path,
     assert sorted(tmp_path.iterdir()) == []
 
 
+def test_backup_of_a_damaged_database_says_how_to_save_what_it_holds(db_path: Path, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """A copy too damaged for the integrity check to run raised apsw's CorruptError as a traceback
+    (found by QA); it is now the copy's failed check, saying how to export what is readable."""
+    seed(db_path)
+    conn = apsw.Connection(str(db_path))
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    with db_path.open("r+b") as file:
+        file.seek(4096)   # page 2, an index page: the file opens, its check cannot run
+        file.write(b"\xa5" * 4096)
+    dest = tmp_path / "backups" / "copy.db"
+    code, out, err = run(capsys, "--database", str(db_path), "backup", str(dest))
+    assert code == 1 and out == ""
+    assert "Traceback" not in err and "failed its integrity check" in err, err
+    assert "export -o memory-export.jsonl --with-weights --database" in err
+    assert not dest.exists() and list(dest.parent.iterdir()) == []
+
+
+def test_backup_that_cannot_write_its_copy_says_so(db_path: Path, tmp_path: Path) -> None:
+    """apsw words an error of the destination 'not an error' (found by QA on a full disk): here a
+    file size limit (an I/O error for SQLite) stops the copy."""
+    import resource
+    import signal
+
+    big = tmp_path / "big.jsonl"
+    big.write_text("\n".join(json.dumps({"type": "entity", "name": f"e{i}", "entityType": "t",
+                                          "observations": [f"fact {i} " + "x" * 200]}) for i in range(2000)))
+    assert subprocess.run([sys.executable, "-m", "graph_memory", "--database", str(db_path), "import", str(big)],
+                          capture_output=True, timeout=120).returncode == 0
+
+    def small_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+
+    dest = tmp_path / "backups" / "copy.db"
+    dest.parent.mkdir()
+    done = subprocess.run([sys.executable, "-m", "graph_memory", "--database", str(db_path), "backup", str(dest)],
+                          capture_output=True, text=True, preexec_fn=small_files, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"cannot write the backup in {dest.parent} (an I/O error" in done.stderr, done.stderr
+    assert f"no backup was made and {db_path} is untouched" in done.stderr and "not an error" not in done.stderr
+    assert list(dest.parent.iterdir()) == []
+
+
 def test_backup_includes_writes_still_in_the_write_ahead_log(db_path: Path, tmp_path: Path) -> None:
     seed(db_path)
     server = Store.open(db_path)

@@ -21,6 +21,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
+import apsw
+
 from graph_memory.db.paths import check_database_path, fsync_directory, fsync_file, link_new, side_files
 from graph_memory.db.store import Connection, Store
 from graph_memory.errors import OutputError, StoreError
@@ -209,17 +211,29 @@ def _copy(src_path: Path, tmp: Path, busy_timeout_ms: int, pages_per_step: int,
 
 def _verify(tmp: Path, target: Path, source: Path) -> tuple[int, GraphCounts]:
     """Integrity-check the copy of ``source``; returns its schema version and counts."""
+    save = graph_memory_command("export", "-o", "memory-export.jsonl", "--with-weights", database=source)
     copy = Store.open_as_is(tmp)
     try:
-        problems = copy.integrity_problems()
+        try:
+            problems = copy.integrity_problems()
+        except apsw.Error as exc:   # a copy too damaged to be checked (a corrupt source's pages)
+            problems = [str(exc)]
         if problems:
-            raise StoreError(f"the copy for {target} failed its integrity check ({'; '.join(problems[:5])}); "
-                             f"it was deleted and {target} left as it was. Check the source with: "
-                             f"{graph_memory_command('stats', database=source)}; and: "
-                             f"sqlite3 {shell_quote(source)} 'PRAGMA integrity_check'")
+            raise StoreError(f"the copy for {target} failed its integrity check ({_first_lines(problems)}); "
+                             f"it was deleted and {target} left as it was. The source may be damaged: check it "
+                             f"with: sqlite3 {shell_quote(source)} 'PRAGMA integrity_check'; save what it holds "
+                             f"with: {save}"
+                             f" (then import that file into a new database)")
         return copy.run_read(lambda conn: (schema_version(conn), graph_counts(conn)))
     finally:
         copy.close()
+
+
+def _first_lines(problems: list[str], lines: int = 3) -> str:
+    """The first few lines of an integrity check's findings (a damaged file has thousands)."""
+    found = [line for problem in problems for line in problem.splitlines() if line.strip()]
+    more = f"; … {len(found) - lines} more" if len(found) > lines else ""
+    return "; ".join(found[:lines]) + more
 
 
 def _publish_new(tmp: Path, target: Path) -> Path:

@@ -841,7 +841,7 @@ class Store:
             finally:
                 dst.close()
         except apsw.Error as exc:
-            raise StoreError(f"backup of {self.path} failed: {exc}") from exc
+            raise _backup_failed(exc, self.path, target) from exc
         return pages, restarts
 
     def integrity_problems(self) -> list[str]:
@@ -1107,6 +1107,21 @@ def translate(exc: apsw.Error, path: Path) -> StoreError:
         return StoreError(f"I/O error on database {path}: {exc}; check the disk and file system holding it "
                           f"(free space, a removed or network volume)")
     return StoreError(f"database error on {path}: {exc}")
+
+
+def _backup_failed(exc: apsw.Error, source: Path, target: Path) -> StoreError:
+    """What to tell about an online backup of ``source`` into ``target`` that failed. apsw words an
+    error of the destination with the other connection's message, "not an error" (found by QA), so
+    the kind of error says it."""
+    untouched = f"no backup was made and {source} is untouched"
+    if isinstance(exc, apsw.FullError) or (isinstance(exc, apsw.IOError) and _disk_nearly_full(target)):
+        return StoreError(f"the disk holding {target.parent} is full; {untouched}. Free some space there or "
+                          f"choose another destination")
+    if isinstance(exc, apsw.IOError | apsw.ReadOnlyError | apsw.PermissionsError | apsw.CantOpenError):
+        return StoreError(f"cannot write the backup in {target.parent} (an I/O error: a full disk or quota, a "
+                          f"file size limit, a read-only or removed volume); {untouched}. Check that folder or "
+                          f"choose another destination")
+    return StoreError(f"backup of {source} into {target.parent} failed ({type(exc).__name__}); {untouched}")
 
 
 def _disk_nearly_full(path: Path) -> bool:
