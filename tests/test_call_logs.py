@@ -77,6 +77,29 @@ def test_each_writing_call_logs_one_info_line_with_counts_and_ms_and_no_names_or
         assert secret not in stderr
 
 
+def test_a_call_the_database_refuses_is_logged_as_a_warning_with_the_reason(tmp_path: Path) -> None:
+    """Locked, full, damaged: the operator must read why in the log, not only the client (it was an
+    info line with the error's kind alone: found by QA)."""
+    import apsw
+
+    db = tmp_path / "memory.db"
+    env = {**server_env(tmp_path, db), "MEMORY_LOG_LEVEL": "info", "MEMORY_BUSY_TIMEOUT_MS": "100"}
+    run_session(env, handshake(CALLS[0]))
+    hog = apsw.Connection(str(db))
+    hog.execute("BEGIN IMMEDIATE")
+    try:
+        messages, stderr, code = run_session(env, handshake(CALLS[2]))
+    finally:
+        hog.execute("ROLLBACK")
+        hog.close()
+    assert code == 0 and messages[-1]["result"]["isError"], messages
+    lines = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+    (warning,) = [line for line in lines if line["event"] == "tool_failed_storage"]
+    assert warning["level"] == "warning" and warning["tool"] == "create_relations"
+    assert "locked by another process" in warning["error"] and str(db) in warning["error"]
+    assert SECRET_NAME not in stderr
+
+
 def test_reads_log_at_debug_with_result_counts(tmp_path: Path) -> None:
     lines, _ = tool_lines("debug", tmp_path)
     reads = [line for line in lines if line["tool"] in READS]

@@ -38,7 +38,7 @@ from mcp.shared.exceptions import MCPError
 
 from graph_memory import package_version
 from graph_memory.db.backend import Backend
-from graph_memory.errors import GraphError, InvalidInput, ReplyTooLarge
+from graph_memory.errors import GraphError, InvalidInput, ReplyTooLarge, StoreError
 from graph_memory.logs import get_logger
 from graph_memory.mcp import bounds
 from graph_memory.mcp.jsontext import dumps_indent2
@@ -314,7 +314,12 @@ def _tool_error(spec: ToolSpec, exc: Exception, started: float, profile: Profile
     text (it may hold internals). In the ``memorymesh`` profile the same message comes in
     MemoryMesh's error format (:func:`graph_memory.mcp.memorymesh.error_result`: the call's
     context, suggestions and recovery steps)."""
-    if isinstance(exc, GraphError):
+    if isinstance(exc, StoreError):
+        # The database itself (locked, full, damaged, unwritable): whoever runs the server must see
+        # why, not only the client (found by QA). These messages name the database, not the graph.
+        log.warning("tool_failed_storage", tool=spec.name, error=str(exc)[:500], ms=_ms(started))
+        message = str(exc)
+    elif isinstance(exc, GraphError):
         # The message may quote names and observations: only its kind at info.
         writes = not spec.annotations["readOnlyHint"]
         (log.info if writes else log.debug)("tool_refused", tool=spec.name, error=type(exc).__name__,
