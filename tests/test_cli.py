@@ -374,6 +374,39 @@ def test_backup_that_cannot_write_its_copy_says_so(db_path: Path, tmp_path: Path
     assert list(dest.parent.iterdir()) == []
 
 
+SLOW_BACKUP = """
+import sys, time
+import graph_memory.db.store as store
+copy = store.Store.backup_to
+def slowly(self, target, **options):   # a page per step, a pause after each: time to be stopped mid-copy
+    return copy(self, target, pages_per_step=1, progress=lambda done, total: time.sleep(0.01))
+store.Store.backup_to = slowly
+from graph_memory.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_backup_stopped_by_sigterm_leaves_no_temporary_copy(db_path: Path, tmp_path: Path) -> None:
+    """SIGTERM (a service manager, a timeout, kill) unwinds a data command as Ctrl-C does: a killed
+    backup left its hidden full-size copy and -wal/-shm behind for good (found by QA)."""
+    import signal
+
+    seed(db_path)
+    dest = tmp_path / "backups" / "copy.db"
+    dest.parent.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_BACKUP, "--database", str(db_path), "backup", str(dest)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not any(dest.parent.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert any(dest.parent.iterdir()), "the backup never began"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143, err
+    assert "backup interrupted: no copy was left at the destination" in err and "Traceback" not in err, err
+    assert list(dest.parent.iterdir()) == []
+
+
 def test_backup_includes_writes_still_in_the_write_ahead_log(db_path: Path, tmp_path: Path) -> None:
     seed(db_path)
     server = Store.open(db_path)
