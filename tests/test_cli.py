@@ -33,7 +33,7 @@ from graph_memory.legacy import LegacyGraph
 from graph_memory.logs import configure_logging
 from graph_memory.models import Entity, Relation
 
-COMMANDS = {"serve", "import", "export", "backup", "stats", "migrate", "copy", "healthcheck", "view"}
+COMMANDS = {"serve", "import", "export", "backup", "restore", "stats", "migrate", "copy", "healthcheck", "view"}
 SCRIPT = Path(sys.executable).with_name("graph-memory")
 
 
@@ -405,6 +405,92 @@ def test_backup_stopped_by_sigterm_leaves_no_temporary_copy(db_path: Path, tmp_p
     assert proc.returncode == 143, err
     assert "backup interrupted: no copy was left at the destination" in err and "Traceback" not in err, err
     assert list(dest.parent.iterdir()) == []
+
+
+# -- restore --------------------------------------------------------------------------------------
+
+
+def _problems(path: Path) -> list[str]:
+    store = Store.open(path, migrate=False)
+    try:
+        return store.integrity_problems()
+    finally:
+        store.close()
+
+
+def _grow(path: Path, names: list[str]) -> None:
+    store = Store.open(path)
+    store.run_write(lambda c: graph.create_entities(c, [Entity(n, "later", [f"{n} came later"]) for n in names]))
+    store.close()
+
+
+def test_restore_writes_the_backup_into_the_database_and_saves_what_it_held(db_path: Path, tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Copying a backup over the database let its -wal be replayed onto it: a damaged file, or the
+    restore silently undone (found by QA). `restore` writes it in through SQLite, and saves first."""
+    seed(db_path)
+    bk = tmp_path / "bk.db"
+    assert run(capsys, "--database", str(db_path), "backup", str(bk))[0] == 0
+    wanted = read_db(db_path)
+    server = Store.open(db_path)   # a server that keeps running through the restore
+    server.conn.execute("PRAGMA wal_autocheckpoint = 0")   # its writes stay in the -wal, as after a crash
+    server.run_write(lambda c: graph.create_entities(c, [Entity(f"n{i}", "t", ["x" * 500]) for i in range(300)]))
+    server.run_write(lambda c: graph.delete_entities(c, ["Bob"]))
+    held = read_db(db_path)
+    counters = server.change_counters()
+    try:
+        code, out, err = run(capsys, "--database", str(db_path), "restore", str(bk))
+        assert code == 0, err
+        assert read_db(db_path) == wanted
+        assert server.run_read(graph.read_graph).entities[1].name == "Bob"   # the running server reads it
+        assert counters is not None and server.change_counters()[1] > counters[1]   # subscribers are told
+    finally:
+        server.close()
+    (saved,) = tmp_path.glob("memory-before-restore-*.db")
+    assert read_db(saved) == held
+    assert out.splitlines() == [f"restored {bk} into {db_path}",
+                                "  schema version 8; 3 entities, 3 observations, 4 relations",
+                                f"  what it held before is saved in {saved}"]
+    assert _problems(db_path) == [] and read_db(bk) == wanted
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_restore_into_a_missing_database_gives_the_copy_its_name(db_path: Path, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    seed(db_path)
+    bk = tmp_path / "bk.db"
+    assert run(capsys, "--database", str(db_path), "backup", str(bk))[0] == 0
+    target = tmp_path / "elsewhere" / "memory.db"
+    code, out, _ = run(capsys, "--database", str(target), "restore", str(bk), "--json")
+    assert code == 0
+    assert json.loads(out)["saved"] is None and json.loads(out)["entities"] == 3
+    assert read_db(target) == read_db(bk)
+
+
+@pytest.mark.parametrize("problem", ["itself", "missing", "damaged backup", "damaged database"])
+def test_restore_refused_changes_nothing(db_path: Path, tmp_path: Path, problem: str,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    seed(db_path)
+    bk = tmp_path / "bk.db"
+    assert run(capsys, "--database", str(db_path), "backup", str(bk))[0] == 0
+    _grow(db_path, ["Carol"])
+    damaged = db_path if problem == "damaged database" else bk
+    if problem.startswith("damaged"):
+        conn = apsw.Connection(str(damaged))
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.close()
+        with damaged.open("r+b") as file:
+            file.seek(4096)
+            file.write(b"\xa5" * 4096)
+    source = {"itself": db_path, "missing": tmp_path / "nope.db"}.get(problem, bk)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    code, out, err = run(capsys, "--database", str(db_path), "restore", str(source))
+    assert code == 1 and out == "" and "Traceback" not in err
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
+    if problem == "damaged database":
+        assert "could not be saved before the restore" in err and "move it and its memory.db-wal" in err, err
+    if problem == "damaged backup":
+        assert "failed its integrity check" in err, err
 
 
 def test_backup_includes_writes_still_in_the_write_ahead_log(db_path: Path, tmp_path: Path) -> None:

@@ -43,6 +43,7 @@ exit status:
   1  refused or failed; the message on stderr says why and what to do
   2  usage error (unknown command or option)
   3  migrate --check: migrations are pending
+  130, 143  interrupted (Ctrl-C) or stopped (SIGTERM); a data command leaves nothing half-done
 """
 
 
@@ -496,6 +497,24 @@ def cmd_backup(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_restore(args: argparse.Namespace) -> int:
+    """Make the database hold a backup's memory, saving what it held first."""
+    settings = _settings(args)
+    from graph_memory.service import restore
+
+    result = restore(settings, args.backup)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        c = result.counts
+        print(f"restored {result.source} into {result.path}")
+        print(f"  schema version {result.schema_version}; {plural(c.entities, 'entity')}, "
+              f"{plural(c.observations, 'observation')}, {plural(c.relations, 'relation')}")
+        if result.saved is not None:
+            print(f"  what it held before is saved in {result.saved}")
+    return EXIT_OK
+
+
 def cmd_copy(args: argparse.Namespace) -> int:
     """Copy the whole memory into another, empty database (SQLite file or PostgreSQL URL), exactly."""
     settings = _settings(args)
@@ -605,7 +624,8 @@ _Command = Callable[..., argparse.ArgumentParser]   # adds one subcommand: comma
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (commands: serve, import, export, backup, stats, migrate, copy, healthcheck, view)."""
+    """The argument parser (commands: serve, import, export, backup, restore, stats, migrate, copy,
+    healthcheck, view)."""
     from graph_memory import package_version
 
     parser = argparse.ArgumentParser(
@@ -699,7 +719,7 @@ def _add_export_command(command: _Command) -> None:
 
 
 def _add_data_commands(command: _Command) -> None:
-    """backup, stats and migrate."""
+    """backup, restore, stats and migrate."""
     bak = command("backup", "copy the database consistently, also while a server runs", cmd_backup,
                   epilog="Uses SQLite's online backup API, then checks the copy (integrity_check and the "
                          "search index). DEST may be a directory: the copy is then named "
@@ -708,6 +728,17 @@ def _add_data_commands(command: _Command) -> None:
     bak.add_argument("dest", help="backup file, or a directory to put a time-stamped copy in")
     bak.add_argument("--force", action="store_true", help="replace DEST if it exists")
     bak.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    res = command("restore", "make the database hold a backup's memory (what it holds is saved first)", cmd_restore,
+                  epilog="BACKUP is a file made by 'graph-memory backup' (or any graph-memory SQLite database); it "
+                         "is only read. Its copy is verified and migrated to this version, what the database "
+                         "holds now is saved beside it as <database>-before-restore-YYYYmmdd-HHMMSS.db, and the "
+                         "copy is written into the database in one transaction. Servers using the database may "
+                         "keep running: they read the restored memory from their next call. Do not copy a backup "
+                         "over the database file instead: its -wal file would be replayed onto it.\n\n"
+                         "exit status: 0 restored, 1 refused or failed (nothing was changed)")
+    res.add_argument("backup", metavar="BACKUP", help="the backup file to restore")
+    res.add_argument("--json", action="store_true", help="print the result as JSON")
 
     stats = command("stats", "show counts, size and schema version of the database", cmd_stats)
     stats.add_argument("--json", action="store_true", help="print as JSON (for scripts)")
@@ -796,6 +827,8 @@ _INTERRUPTED = {
     "copy": "nothing was copied (the destination was left empty); run the same command again",
     "export": "no output was kept (a file is replaced only once it is complete); run the same command again",
     "backup": "no copy was left at the destination; run the same command again",
+    "restore": "it writes in one transaction: the database holds what it held before or the whole backup "
+               "(check with 'stats'); run the same command again if needed",
     "migrate": "run 'migrate' again: it applies what is still pending",
     "stats": "nothing was changed",
     "healthcheck": "nothing was changed",

@@ -33,7 +33,7 @@ from graph_memory.db import backend as backends
 from graph_memory.db.backend import Backend, Graph, OpenMode
 from graph_memory.db.backend import known_migrations as known_migrations  # for the CLI's migrate --check
 from graph_memory.db.backend import open_backend as open_backend  # for the CLI's serve
-from graph_memory.db.backup import BackupResult, GraphCounts
+from graph_memory.db.backup import BackupResult, GraphCounts, RestoreResult
 from graph_memory.db.paths import side_files
 from graph_memory.db.records import ImportRecord
 from graph_memory.db.store import DatabaseAppeared, build_in_progress
@@ -1134,6 +1134,13 @@ def backup(settings: Settings, dest: str, *, force: bool = False,
     """``graph-memory backup DEST``: :func:`~graph_memory.db.backup.backup_database` of the existing
     database (``progress(done, total)`` in pages). Raises: StoreError/OutputError (nothing left at DEST)."""
     return backends.backup(settings, dest, force=force, progress=progress)
+
+
+def restore(settings: Settings, backup_file: str) -> RestoreResult:
+    """``graph-memory restore BACKUP``: :func:`~graph_memory.db.backup.restore_database` into the
+    configured database (what it held is saved beside it first). Raises: StoreError/OutputError
+    (nothing changed)."""
+    return backends.restore(settings, backup_file)
 
 
 @dataclass(frozen=True, slots=True)

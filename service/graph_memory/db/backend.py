@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Literal, Protocol, TypeVar
 
 from graph_memory.db import explore, graph, index, pages, paths, records, search
-from graph_memory.db.backup import BackupResult, GraphCounts, backup_database, database_files, graph_counts
+from graph_memory.db.backup import (
+    BackupResult,
+    GraphCounts,
+    RestoreResult,
+    backup_database,
+    database_files,
+    graph_counts,
+    restore_database,
+)
 from graph_memory.db.explore import Change, EntityPage, Neighborhood
 from graph_memory.db.migrations import Migration, MigrationStatus, load_migrations
 from graph_memory.db.paths import check_database_path
@@ -713,6 +721,22 @@ def backup(settings: Settings, dest: str, *, force: bool = False,
     check_database_path(settings.database_path, must_exist=True)
     return backup_database(settings.database_path, dest, force=force, busy_timeout_ms=settings.busy_timeout_ms,
                            progress=progress)
+
+
+def restore(settings: Settings, backup_file: str) -> RestoreResult:
+    """Make the database ``settings`` name hold the memory of ``backup_file`` (``graph-memory
+    restore``; for SQLite :func:`~graph_memory.db.backup.restore_database`: what it held is saved
+    beside it first). A PostgreSQL database is restored with ``pg_restore``: refused, saying how.
+
+    Raises:
+        StoreError, OutputError: nothing was changed.
+    """
+    if settings.database_url is not None:
+        raise OutputError(f"restore reads a SQLite backup file into a SQLite database; {settings.database_label} is "
+                          f"PostgreSQL: restore a pg_dump with pg_restore --clean --dbname=URL FILE, or load a SQLite "
+                          f"backup into an empty PostgreSQL database with: "
+                          f"graph-memory --database {backup_file} copy --to URL")
+    return restore_database(backup_file, settings.database_path, busy_timeout_ms=settings.busy_timeout_ms)
 
 
 def postgres_backup_advice(settings: Settings, dest: str) -> str:

@@ -271,3 +271,92 @@ def _publish(tmp: Path, target: Path, force: bool) -> None:
         link_new(tmp, target)
     except FileExistsError:
         raise OutputError(f"{target} already exists; choose another name, or pass --force to replace it") from None
+
+
+@dataclass(slots=True)
+class RestoreResult:
+    """A restore: the database that now holds the backup's memory (``path``), the backup read
+    (``source``), where what the database held before was saved (``saved``; None when there was
+    no database), and what it holds now."""
+
+    path: Path
+    source: Path
+    saved: Path | None
+    schema_version: int
+    counts: GraphCounts
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": str(self.path), "source": str(self.source),
+                "saved": None if self.saved is None else str(self.saved),
+                "schema_version": self.schema_version, **self.counts.to_dict()}
+
+
+def restore_database(backup: str | os.PathLike[str], database: Path, *, busy_timeout_ms: int = 10_000,
+                     now: datetime | None = None) -> RestoreResult:
+    """Make ``database`` hold the memory of the file ``backup`` (a ``graph-memory backup``, or any
+    graph-memory database), losing nothing.
+
+    1. A verified copy of ``backup`` is made beside the database (:func:`backup_database`: the
+       backup itself is only read) and migrated to this version (a backup of a newer version is
+       refused).
+    2. What ``database`` holds now is saved first, verified, as
+       ``<stem>-before-restore-YYYYmmdd-HHMMSS.db`` beside it.
+    3. The copy is written into ``database`` through SQLite (its online backup API, one
+       transaction): copying the file over it would let its write-ahead log (``-wal``) be replayed
+       onto the backup, or be replaced by a server still running. Servers using the database may
+       keep running: they read the restored memory from their next call, and subscribers are
+       told it changed. Without a database there, the copy takes its name.
+
+    Raises:
+        StoreError: the backup is missing, not a graph-memory database, damaged, of a newer
+            version; the database could not be saved first (damaged: the message says how to
+            set it aside) or stayed locked. Nothing was changed.
+        OutputError: ``backup`` is the database itself.
+    """
+    source = Path(os.fspath(backup)).expanduser().absolute()
+    check_database_path(source, must_exist=True)
+    database = database.expanduser().absolute()
+    exists = database.exists()
+    if exists and os.path.samefile(source, database):
+        raise OutputError(f"{source} is the database itself; name a backup of it")
+    database.parent.mkdir(parents=True, exist_ok=True)
+    staged = database.with_name(f".{database.name}.restoring-{os.getpid()}.db")
+    try:
+        backup_database(source, staged, force=True, busy_timeout_ms=busy_timeout_ms)
+        Store.open(staged, busy_timeout_ms=busy_timeout_ms).close()   # migrated to this version
+        saved = _save_before_restore(database, now, busy_timeout_ms) if exists else None
+        if saved is None:
+            link_new(staged, database)
+            fsync_directory(database.parent)
+        else:
+            live = Store.open(database, busy_timeout_ms=busy_timeout_ms)
+            try:
+                live.replace_with(staged)
+            finally:
+                live.close()
+    finally:
+        for leftover in (staged, *side_files(staged)):
+            leftover.unlink(missing_ok=True)
+    check = Store.open_readonly(database, busy_timeout_ms=busy_timeout_ms, check_history=False)
+    try:
+        version, counts = check.run_read(lambda conn: (schema_version(conn), graph_counts(conn)))
+    finally:
+        check.close()
+    return RestoreResult(path=database, source=source, saved=saved, schema_version=version, counts=counts)
+
+
+def _save_before_restore(database: Path, now: datetime | None, busy_timeout_ms: int) -> Path:
+    """A verified backup of what ``database`` holds, beside it, before a restore replaces it."""
+    stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
+    target = database.with_name(f"{database.stem}-before-restore-{stamp}.db")
+    suffix = 1
+    while os.path.lexists(target):
+        suffix += 1
+        target = database.with_name(f"{database.stem}-before-restore-{stamp}_{suffix}.db")
+    try:
+        return backup_database(database, target, busy_timeout_ms=busy_timeout_ms).path
+    except StoreError as exc:
+        wal, shm, _ = side_files(database)
+        raise StoreError(f"what {database} holds now could not be saved before the restore ({exc}); nothing was "
+                         f"changed. If that database is damaged: stop every program using it, move it and its "
+                         f"{wal.name} and {shm.name} files aside, then run the restore again") from exc

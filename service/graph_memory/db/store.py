@@ -844,6 +844,37 @@ class Store:
             raise _backup_failed(exc, self.path, target) from exc
         return pages, restarts
 
+    def replace_with(self, source: Path) -> None:
+        """Replace everything this database holds with the database file ``source`` (same page
+        size), in one transaction through SQLite's online backup API, and count it as a graph
+        change (``graph_version`` past both the old and the new value) so that every process's
+        subscribers are told. Other connections see the new content from their next transaction.
+
+        Raises:
+            StoreError: it stayed locked by another process's write, or the copy failed (nothing changed).
+        """
+        before = graph_version(self.conn) or 0
+        waits = _BusyWaits(self.conn, self.busy_timeout_ms)
+        try:
+            src = apsw.Connection(str(source), flags=apsw.SQLITE_OPEN_READONLY)
+            try:
+                while True:
+                    try:
+                        with self.conn.backup("main", src, "main") as job:
+                            job.step(-1)
+                        break
+                    except (apsw.BusyError, apsw.LockedError) as exc:
+                        if not waits.again():
+                            raise translate(exc, self.path) from exc
+            finally:
+                src.close()
+            with self.write(graph=False) as conn:
+                conn.execute("UPDATE graph_version SET version = max(version, ?) + 1 WHERE id = 1", (before,))
+        except apsw.Error as exc:
+            raise translate(exc, self.path) from exc
+        finally:
+            waits.done()
+
     def integrity_problems(self) -> list[str]:
         """``PRAGMA integrity_check`` plus the integrity check of every FTS5 table, which compares an
         external-content index with its content table. Documents still waiting for the index
@@ -1090,7 +1121,8 @@ def translate(exc: apsw.Error, path: Path) -> StoreError:
         return StoreError(f"{path} is not a SQLite database (or its header is damaged); move it aside "
                           f"or point MEMORY_FILE_PATH at another file. It was not modified.")
     if isinstance(exc, apsw.CorruptError):
-        return StoreError(f"database {path} is corrupt ({exc}); restore a backup, or recover what is readable "
+        return StoreError(f"database {path} is corrupt ({exc}); restore a backup "
+                          f"({graph_memory_command('restore', 'BACKUP', database=path)}), or recover what is readable "
                           f"with: sqlite3 {shell_quote(path)} .recover (backups are made with: "
                           f"{graph_memory_command('backup', 'DEST', database=path)})")
     if isinstance(exc, apsw.BusyError | apsw.LockedError):
