@@ -346,6 +346,44 @@ def test_sigterm_stops_the_stdio_server_cleanly_keeping_acknowledged_writes(tmp_
     conn.close()
 
 
+def test_sigterm_during_a_large_call_still_writes_its_whole_reply(tmp_path: Path) -> None:
+    """A SIGTERM while a large write ran cut its ~3 MB reply after 160 KB, exit 0, though the write
+    had committed: the client saw the connection close and thought it lost (found by QA). The
+    signal now ends the input: what was read is answered, whole, then the server stops."""
+    import signal
+    import time
+
+    import apsw
+
+    db = tmp_path / "m.db"
+    proc = subprocess.Popen([str(EXE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            env=server_env(tmp_path, db))
+    assert proc.stdin is not None and proc.stdout is not None
+    entities = [{"name": f"e{i}", "entityType": "t", "observations": [f"{i} {j} " + "x" * 160 for j in range(3)]}
+                for i in range(5000)]
+    try:
+        for request in handshake():
+            proc.stdin.write((json.dumps(request) + "\n").encode())
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 0
+        proc.stdin.write((json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "create_entities", "arguments": {"entities": entities}}}) + "\n").encode())
+        proc.stdin.flush()
+        time.sleep(0.15)
+        proc.send_signal(signal.SIGTERM)
+        rest = proc.stdout.read()
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert rest.endswith(b"\n"), f"{len(rest)} bytes and no newline"
+    reply = json.loads(rest)
+    assert reply["id"] == 1 and len(reply["result"]["structuredContent"]["entities"]) == 5000
+    conn = apsw.Connection(str(db))
+    assert conn.execute("SELECT count(*) FROM entities").fetchall() == [(5000,)]
+    conn.close()
+
+
 def test_healthcheck_never_creates_a_database(tmp_path: Path) -> None:
     db = tmp_path / "absent.db"
     proc = subprocess.run([str(EXE), "healthcheck"], capture_output=True, env=server_env(tmp_path, db), timeout=30)

@@ -242,35 +242,59 @@ def _loop_options() -> dict[str, bool]:
     return {"use_uvloop": importlib.util.find_spec("uvloop") is not None}
 
 
+# How long a stdio server stopped by SIGTERM/SIGINT goes on to answer the calls it has read and
+# to write out what it has started to write, before it exits anyway.
+STOP_GRACE_SECONDS = 5.0
+
+
 async def _serve_stdio(handle: ServerHandle, on_signal: Callable[[], None], max_reply_bytes: int) -> None:
     """Serve one stdio connection until stdin closes or SIGTERM/SIGINT arrives.
 
-    On a signal, ``on_signal`` runs on the event loop thread (so no tool call is mid-transaction:
-    calls run their transaction without yielding to the loop) and the process exits 0 at once.
-    A clean exit cannot wait for the SDK's stdin reader, a worker thread blocked in read(2).
+    A signal ends the input, as a client closing stdin does: no further request is read, the
+    calls already read are answered and every reply is written out whole, then the server stops
+    (exit 0). It exited at once before, cutting a large reply in the middle of its line although
+    the call's write had committed (found by QA). Past :data:`STOP_GRACE_SECONDS`, or at a
+    second signal, ``on_signal`` runs on the event loop thread (so no tool call is
+    mid-transaction: calls run their transaction without yielding to the loop) and the process
+    exits 0 at once.
     """
     import os
 
     import anyio
 
+    from graph_memory.logs import get_logger
     from graph_memory.mcp.stdio import stdio_streams
+
+    input_stream: Any = None
+
+    def stop_now() -> None:
+        on_signal()
+        sys.stderr.flush()
+        os._exit(EXIT_OK)
+
+    async def stop_later() -> None:
+        await anyio.sleep(STOP_GRACE_SECONDS)
+        get_logger("graph_memory.cli").warning("stop_grace_ended", seconds=STOP_GRACE_SECONDS)
+        stop_now()
 
     async with anyio.create_task_group() as tasks:
 
         async def stop_on_signal() -> None:
+            stopping = False
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 async for signum in signals:
-                    from graph_memory.logs import get_logger
-
                     get_logger("graph_memory.cli").info("signal_received", signal=signal.Signals(signum).name)
-                    on_signal()
-                    sys.stderr.flush()
-                    os._exit(EXIT_OK)
+                    if stopping or input_stream is None or not input_stream.can_end:   # a terminal: at once
+                        stop_now()
+                    stopping = True
+                    tasks.start_soon(stop_later)
+                    await input_stream.aclose()   # the end of input: answer what was read, then stop
 
         tasks.start_soon(stop_on_signal)
         _say_waiting_on_a_terminal()
         server = handle.server
         async with stdio_streams(max_reply_bytes) as (read_stream, write_stream):
+            input_stream = read_stream
             await server.run(read_stream, write_stream, server.create_initialization_options())
         tasks.cancel_scope.cancel()
 

@@ -396,6 +396,12 @@ class StdinLines:
         self._ended = not line
         return line
 
+    @property
+    def on_loop(self) -> bool:
+        """Whether lines are read on the event loop (a pipe or a socket), where :meth:`end` also
+        ends a pending read; a worker thread reading a terminal or a file cannot be woken."""
+        return self._reader is not None
+
     def end(self) -> None:
         """Make the pending and every later :meth:`readline` return end of input."""
         self._ended = True
@@ -521,6 +527,11 @@ class LineReadStream:
     def __init__(self, stdin: StdinLines) -> None:
         self._stdin = stdin
         self.lines: deque[str] = deque()
+
+    @property
+    def can_end(self) -> bool:
+        """Whether :meth:`aclose` ends a pending read at once (see :attr:`StdinLines.on_loop`)."""
+        return self._stdin.on_loop
 
     def __aiter__(self) -> LineReadStream:
         return self
