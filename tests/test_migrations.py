@@ -101,11 +101,27 @@ def test_migration_files_ship_inside_the_package() -> None:
 
 
 def test_not_a_database_is_refused_without_touching_it(db_path: Path) -> None:
-    db_path.write_text('{"type":"entity","name":"x","entityType":"y","observations":[]}\n' * 200)
+    db_path.write_bytes(b"PK\x03\x04 a zip file, say" * 200)
     before = db_path.read_bytes()
     with pytest.raises(StoreError, match="is not a SQLite database"):
         Store.open(db_path)
     assert db_path.read_bytes() == before
+
+
+@pytest.mark.parametrize("name", ["memory", "memory.txt", "memory.db", "memory.ndjson"])
+def test_a_reference_memory_file_at_the_database_path_says_how_to_use_it(tmp_path: Path, name: str) -> None:
+    """The reference server takes MEMORY_FILE_PATH as it is, whatever its name; ours read a file
+    not named .jsonl/.json as a database and only said it was none (found by QA)."""
+    path = tmp_path / name
+    path.write_bytes(b"\xef\xbb\xbf" + b'{"type":"entity","name":"x","entityType":"y","observations":[]}\n' * 200)
+    before = path.read_bytes()
+    with pytest.raises(StoreError) as refused:
+        Store.open(path)
+    message = str(refused.value)
+    assert f"{path} holds JSON text, not a database" in message
+    assert f"rename it to {tmp_path / 'memory.jsonl'} and set MEMORY_FILE_PATH to that" in message
+    assert f"graph-memory import {path} --database {tmp_path / 'memory.db'}" in message
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == [name]
 
 
 def test_an_older_sqlite3_shell_can_read_the_database(db_path: Path) -> None:

@@ -1118,6 +1118,15 @@ def _snapshot(path: Path) -> tuple[apsw.Connection, Path]:
 def translate(exc: apsw.Error, path: Path) -> StoreError:
     """Turn an apsw error into a StoreError that names the file and what to do."""
     if isinstance(exc, apsw.NotADBError):
+        if _holds_json_text(path):   # the reference server takes any name for its file (found by QA)
+            named = path.with_suffix(".jsonl")
+            return StoreError(
+                f"{path} holds JSON text, not a database: the reference server's memory file? graph-memory "
+                f"reads such a file when its name ends in .jsonl or .json: rename it to {named} and set "
+                f"MEMORY_FILE_PATH to that (its memory is imported on the first start into "
+                f"{named.with_suffix('.db')} beside it, and the file is never changed), or import it with: "
+                f"{graph_memory_command('import', path, database=named.with_suffix('.db'))}. "
+                f"It was not modified.")
         return StoreError(f"{path} is not a SQLite database (or its header is damaged); move it aside "
                           f"or point MEMORY_FILE_PATH at another file. It was not modified.")
     if isinstance(exc, apsw.CorruptError):
@@ -1154,6 +1163,16 @@ def _backup_failed(exc: apsw.Error, source: Path, target: Path) -> StoreError:
                           f"file size limit, a read-only or removed volume); {untouched}. Check that folder or "
                           f"choose another destination")
     return StoreError(f"backup of {source} into {target.parent} failed ({type(exc).__name__}); {untouched}")
+
+
+def _holds_json_text(path: Path) -> bool:
+    """Whether the file ``path`` starts (after a BOM and blank space) with a JSON object or array."""
+    try:
+        with path.open("rb") as file:
+            head = file.read(64)
+    except OSError:
+        return False
+    return head.removeprefix(b"\xef\xbb\xbf").lstrip()[:1] in (b"{", b"[")
 
 
 def _disk_nearly_full(path: Path) -> bool:
