@@ -1120,13 +1120,14 @@ def translate(exc: apsw.Error, path: Path) -> StoreError:
     if isinstance(exc, apsw.NotADBError):
         if _holds_json_text(path):   # the reference server takes any name for its file (found by QA)
             named = path.with_suffix(".jsonl")
+            database = named.with_suffix(".db")
+            importing = ("" if database == path else   # named memory.db itself: renaming it frees the name
+                         f", or import it with: {graph_memory_command('import', path, database=database)}")
             return StoreError(
                 f"{path} holds JSON text, not a database: the reference server's memory file? graph-memory "
                 f"reads such a file when its name ends in .jsonl or .json: rename it to {named} and set "
-                f"MEMORY_FILE_PATH to that (its memory is imported on the first start into "
-                f"{named.with_suffix('.db')} beside it, and the file is never changed), or import it with: "
-                f"{graph_memory_command('import', path, database=named.with_suffix('.db'))}. "
-                f"It was not modified.")
+                f"MEMORY_FILE_PATH to that (its memory is imported on the first start into {database} beside "
+                f"it, and the file is never changed){importing}. It was not modified.")
         return StoreError(f"{path} is not a SQLite database (or its header is damaged); move it aside "
                           f"or point MEMORY_FILE_PATH at another file. It was not modified.")
     if isinstance(exc, apsw.CorruptError):
