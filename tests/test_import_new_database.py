@@ -295,6 +295,29 @@ def test_a_log_left_by_a_deleted_database_is_moved_aside_not_replayed(tmp_path: 
     assert [name.split(".orphaned-")[0] for name in orphans] == ["memory.db-shm", "memory.db-wal"]
 
 
+def test_a_server_creating_the_database_keeps_a_deleted_databases_log_aside(tmp_path: Path) -> None:
+    """The same when a server (not an import) creates the database: SQLite discarded the log, and
+    with it the last writes of the deleted database (found by QA)."""
+    crashed = tmp_path / "crashed.db"
+    other = Store.open(crashed)
+    other.conn.execute("PRAGMA wal_autocheckpoint = 0")
+    other.run_write(lambda c: graph.create_entities(c, [Entity(f"S{i}", "t", ["from the crash"]) for i in range(50)]))
+    db = tmp_path / "memory.db"
+    logs = {}
+    for end in ("-wal", "-shm"):
+        logs[end] = crashed.with_name(crashed.name + end).read_bytes()
+        db.with_name(db.name + end).write_bytes(logs[end])
+    other.close()
+    store = Store.open(db)
+    try:
+        assert store.run_read(lambda c: c.execute("SELECT count(*) FROM entities").fetchall()) == [(0,)]
+    finally:
+        store.close()
+    (wal,) = tmp_path.glob("memory.db-wal.orphaned-*")
+    assert wal.read_bytes() == logs["-wal"]
+    assert len(list(tmp_path.glob("memory.db-shm.orphaned-*"))) == 1
+
+
 def test_a_signal_the_instant_the_temporary_file_exists_still_leaves_nothing(tmp_path: Path) -> None:
     """SIGTERM right after the temporary file is created, before the build's cleanup takes charge
     of it: held back until then, so the file is removed (seen once under load in the test above)."""

@@ -277,6 +277,9 @@ class Store:
             if building_for is None:
                 _remove_stale_builds(path)
         if not path.exists():
+            # A log left by a deleted database is kept aside, as a build does: SQLite discarded it
+            # silently when a server then created the database (found by QA).
+            _move_orphans_aside(path, before=time.time())
             # A memory is personal: create the file readable by its owner only. SQLite gives the
             # -wal and -shm files the same permissions.
             try:
