@@ -407,6 +407,27 @@ def test_backup_stopped_by_sigterm_leaves_no_temporary_copy(db_path: Path, tmp_p
     assert list(dest.parent.iterdir()) == []
 
 
+def test_export_to_a_full_output_says_so_without_a_traceback(db_path: Path, tmp_path: Path) -> None:
+    """`export > file` on a full disk ended in an OSError traceback (found by QA); a file size limit
+    stands in for the full disk."""
+    import resource
+    import signal
+
+    seed(db_path)
+    _grow(db_path, [f"n{i} " + "y" * 300 for i in range(400)])
+
+    def small_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (16 * 1024, 16 * 1024))
+
+    with (tmp_path / "out.jsonl").open("wb") as out:
+        done = subprocess.run([sys.executable, "-m", "graph_memory", "--database", str(db_path), "export"],
+                              stdout=out, stderr=subprocess.PIPE, text=False, preexec_fn=small_files, timeout=120)
+    err = done.stderr.decode()
+    assert done.returncode == 1 and "Traceback" not in err, err
+    assert "graph-memory: error: writing the output failed" in err and "write elsewhere" in err, err
+
+
 # -- restore --------------------------------------------------------------------------------------
 
 

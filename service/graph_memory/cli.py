@@ -12,6 +12,7 @@ progress bars and errors go to stderr.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import signal
 import sys
@@ -828,11 +829,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_ERROR
+    except OSError as exc:
+        if exc.errno not in _CANNOT_WRITE:
+            raise
+        # e.g. `graph-memory export > file` on a full disk: a traceback said less (found by QA)
+        where = exc.filename or "the output"
+        print(f"graph-memory: error: writing {where} failed: {exc.strerror}; free some space there or write "
+              f"elsewhere", file=sys.stderr)
+        return EXIT_ERROR
     except KeyboardInterrupt as exc:
         said = _INTERRUPTED.get(getattr(args, "command", None) or "")
         if said is not None:
             print(f"graph-memory: {args.command} interrupted: {said}", file=sys.stderr)
         return 143 if isinstance(exc, _Terminated) else 130
+
+
+# Write failures of the disk rather than of the program: full, over quota, a file size limit, I/O.
+_CANNOT_WRITE = frozenset(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG", "EIO") if hasattr(errno, name))
 
 
 class _Terminated(KeyboardInterrupt):
