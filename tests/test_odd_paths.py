@@ -325,3 +325,36 @@ def test_read_only_commands_read_a_copy_whose_wal_holds_pages_and_has_no_shm(sha
     before = snapshot(copy)
     _inspect_read_only(copy / "memory.db", _out(shared))
     assert snapshot(copy) == before
+
+
+@pytest.mark.skipif(not ROOT, reason="needs files of two users: run as root")
+def test_a_log_of_another_user_beside_the_database_is_named(shared: Path) -> None:
+    """memory.db-wal and -shm left by graph-memory run as another user (root, say): the error said
+    to check the file and folder permissions, both of which were fine (found by QA)."""
+    data = shared / "data"
+    data.mkdir()
+    db = data / "memory.db"
+    store = Store.open(db)
+    _seed(store)
+    store.conn.execute("PRAGMA wal_autocheckpoint = 0")
+    store.run_write(lambda c: graph.create_entities(c, [Entity("Carol", "person", [])]))
+    sides = [data / "memory.db-wal", data / "memory.db-shm"]
+    copies = {side: side.read_bytes() for side in sides}
+    store.close()
+    for side, content in copies.items():   # what a crashed root server left (close removed its own)
+        side.write_bytes(content)
+        side.chmod(0o600)
+    os.chown(db, NOBODY, NOBODY)
+    os.chown(data, NOBODY, NOBODY)
+    prefix, kwargs = _reader()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+    requests = [{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+                {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "create_entities", "arguments": {
+                    "entities": [{"name": "Dan", "entityType": "person", "observations": []}]}}}]
+    done = subprocess.run([*prefix, str(SCRIPT), "--database", str(db)], capture_output=True, text=True, timeout=120,
+                          input="".join(json.dumps(r) + "\n" for r in requests), cwd=shared,
+                          env={**env, "HOME": str(shared)}, **kwargs)
+    said = done.stderr + done.stdout   # refused at the start, or the write refused
+    assert "memory.db-wal and memory.db-shm beside it cannot be read and written by this user" in said, said

@@ -1145,6 +1145,12 @@ def translate(exc: apsw.Error, path: Path) -> StoreError:
         return StoreError(f"the disk holding {path} is full; nothing of this call was written. Free some "
                           f"space there and try again")
     if isinstance(exc, apsw.ReadOnlyError | apsw.PermissionsError | apsw.CantOpenError):
+        blocked = [side.name for side in side_files(path)[:2]
+                   if side.exists() and not os.access(side, os.R_OK | os.W_OK)]
+        if blocked:   # the database and its folder may be fine (found by QA)
+            return StoreError(f"database {path} cannot be written: {' and '.join(blocked)} beside it cannot be "
+                              f"read and written by this user (left by graph-memory run as another user?); give "
+                              f"them the database's owner, or remove them while no program uses the database")
         return StoreError(f"database {path} cannot be written ({exc}); check the file and folder permissions")
     if isinstance(exc, apsw.IOError):
         if _disk_nearly_full(path):  # e.g. the shared-memory file (-shm) could not be extended
