@@ -239,8 +239,11 @@ def test_not_a_database_or_damaged_header_is_refused_untouched(tmp_path: Path, k
     content = CONTENTS[kind](db)
     db.write_bytes(content)
     line = _assert_refused(start_failure(db), str(db))
-    assert "not a SQLite database" in line or "corrupt" in line, line
-    assert "MEMORY_FILE_PATH" in line or "backup" in line, line
+    if kind == "upstream-jsonl":   # the reference server's file under a database's name: how to use it
+        assert "holds JSON text, not a database" in line and "MEMORY_FILE_PATH" in line, line
+    else:
+        assert "not a SQLite database" in line or "corrupt" in line, line
+        assert "MEMORY_FILE_PATH" in line or "backup" in line, line
     assert db.read_bytes() == content
     assert sorted(os.listdir(tmp_path)) == ["memory.db"], "the refused start left files behind"
 
