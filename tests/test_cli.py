@@ -476,6 +476,15 @@ def test_restore_writes_the_backup_into_the_database_and_saves_what_it_held(db_p
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
 
+def test_restore_on_postgresql_says_how_instead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("MEMORY_DATABASE_URL", "postgresql://me:secret@db.example/memory")
+    code, out, err = run(capsys, "restore", str(tmp_path / "bk.db"))
+    assert code == 1 and out == "" and "secret" not in err
+    assert "pg_restore --clean" in err, err
+    assert f"MEMORY_DATABASE_URL= graph-memory copy --to URL --database {tmp_path / 'bk.db'}" in err, err
+
+
 def test_restore_into_a_missing_database_gives_the_copy_its_name(db_path: Path, tmp_path: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     seed(db_path)

@@ -105,6 +105,7 @@ class ViewProcess:
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
+        self.line = line
         match = re.search(r"(http://127\.0\.0\.1:\d+/)", line)
         if not match:
             self.stop()
@@ -239,6 +240,43 @@ def test_hostile_stored_strings_render_as_text_and_run_nothing(view: ViewProcess
     page.wait_for_selector("#recent li")
     assert page.evaluate("window.__pwned") is None
     assert page.locator("main img, main script, main i").count() == 0
+
+
+@pytest.mark.both_backends
+def test_the_start_line_names_the_database_it_shows(view: ViewProcess, database_settings: Settings) -> None:
+    """On PostgreSQL it named a SQLite file that was not used (found by QA); the password stays masked."""
+    assert view.line.startswith(f"graph-memory view of {database_settings.database_label}: http://"), view.line
+    assert database_settings.database_url is None or "postgresql://" in view.line
+    import urllib.request
+
+    with urllib.request.urlopen(view.url, timeout=10) as answer:   # serving (and so stopped cleanly)
+        assert answer.status == 200
+
+
+RLO_NAME = "\u202eyrallih"   # shows as "hillary", and would reverse what follows it unless isolated
+
+
+@pytest.mark.both_backends
+def test_bidi_controls_and_prototype_names_stay_in_their_place(view: ViewProcess, page: Page,
+                                                                memory: MemoryService) -> None:
+    """An unclosed right-to-left override reversed the text after the name (dates, counts, other
+    names); a relation to a missing entity named "constructor" showed a link and a badge reading
+    "function Object() { [native code] }" (both found by QA)."""
+    from graph_memory.importer import load_graph
+    from graph_memory.legacy import LegacyGraph
+
+    memory.create_entities([Entity(RLO_NAME, "person", ["spoofs"])])
+    memory.create_relations([Relation(RLO_NAME, "Alice", "trusts")])
+    load_graph(memory.backend, LegacyGraph([], [Relation("Alice", "constructor", "fears"),
+                                                Relation("Alice", "__proto__", "fears")]), source="test")
+    page.goto(view.url + "#/entity?name=Alice")
+    page.wait_for_selector("table.relations-in td")
+    isolated = page.evaluate("[...document.querySelectorAll('main bdi')].map((b) => b.textContent)")
+    assert RLO_NAME in isolated and all(name == RLO_NAME for name in isolated)
+    assert RLO_NAME in page.evaluate("[...document.querySelectorAll('table.relations-in a')].map((a) => a.textContent)")
+    rows = page.evaluate("[...document.querySelectorAll('table.relations-out tbody tr')]"
+                         ".map((tr) => [tr.cells[1].textContent, tr.cells[1].querySelectorAll('a, .type').length])")
+    assert ["constructor", 0] in rows and ["__proto__", 0] in rows, rows
 
 
 _RPC_LOCK = threading.Lock()

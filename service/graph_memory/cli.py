@@ -755,7 +755,7 @@ def _add_data_commands(command: _Command) -> None:
     bak.add_argument("--json", action="store_true", help="print the result as JSON")
 
     res = command("restore", "make the database hold a backup's memory (what it holds is saved first)", cmd_restore,
-                  epilog="BACKUP is a file made by 'graph-memory backup' (or any graph-memory SQLite database); it "
+                  epilog="BACKUP is a file made by the backup command (or any graph-memory SQLite database); it "
                          "is only read. Its copy is verified and migrated to this version, what the database "
                          "holds now is saved beside it as <database>-before-restore-YYYYmmdd-HHMMSS.db, and the "
                          "copy is written into the database in one transaction. Servers using the database may "

@@ -735,7 +735,8 @@ def restore(settings: Settings, backup_file: str) -> RestoreResult:
         raise OutputError(f"restore reads a SQLite backup file into a SQLite database; {settings.database_label} is "
                           f"PostgreSQL: restore a pg_dump with pg_restore --clean --dbname=URL FILE, or load a SQLite "
                           f"backup into an empty PostgreSQL database with: "
-                          f"graph-memory --database {backup_file} copy --to URL")
+                          f"MEMORY_DATABASE_URL= "   # empty: the copy's source is the SQLite file named
+                          f"{graph_memory_command('copy', '--to', 'URL', database=Path(backup_file).absolute())}")
     return restore_database(backup_file, settings.database_path, busy_timeout_ms=settings.busy_timeout_ms)
 
 

@@ -72,8 +72,9 @@ def serve_view(settings: Settings, *, host: str = "127.0.0.1", port: int = 0, op
                                 server_header=False, timeout_graceful_shutdown=2)
         server = _ViewServer(config)
         url = view_url(host, bound)
-        print(f"graph-memory view of {browser.path}: {url} (read-only; Ctrl-C stops it)", flush=True)
-        log.info("view_listening", url=url, database=str(browser.path))
+        database = settings.database_label   # a PostgreSQL URL (password masked) or the SQLite file
+        print(f"graph-memory view of {database}: {url} (read-only; Ctrl-C stops it)", flush=True)
+        log.info("view_listening", url=url, database=str(database))
         if open_browser:
             threading.Thread(target=_open, args=(url,), daemon=True).start()
         server.run(sockets=[sock])

@@ -20,9 +20,19 @@
     }
     for (const child of children) {
       if (child === null || child === undefined || child === false) continue;
-      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+      node.append(child instanceof Node ? child : text(String(child)));
     }
     return node;
+  }
+
+  // A string holding bidi controls (an unclosed U+202E would reverse the text after it) goes in a
+  // <bdi> of its own, so it cannot reorder its neighbours (found by QA); other strings are text.
+  const BIDI_CONTROLS = /[\u202A-\u202E\u2066-\u2069]/;
+  function text(value) {
+    if (!BIDI_CONTROLS.test(value)) return document.createTextNode(value);
+    const isolated = document.createElement("bdi");
+    isolated.textContent = value;
+    return isolated;
   }
 
   function api(path, params) {
@@ -156,9 +166,11 @@
     if (!relations.length) return el("p", { className: "note" }, "none");
     const rows = relations.map((r) => {
       const other = direction === "out" ? r.to : r.from;
+      // Own keys only: a dangling end named "constructor" is no entity (found by QA)
+      const known = Object.hasOwn(types, other);
       return el("tr", {}, el("td", {}, r.relationType),
-        el("td", {}, types[other] === undefined ? el("span", { title: "no entity has this name" }, other) : entityLink(other),
-          types[other] === undefined ? null : typeBadge(types[other])),
+        el("td", {}, known ? entityLink(other) : el("span", { title: "no entity has this name" }, other),
+          known ? typeBadge(types[other]) : null),
         el("td", { className: "num weight" }, Number(r.weight).toFixed(2)));
     });
     const table = el("table", { className: `relations-${direction}` },
