@@ -289,6 +289,17 @@ def test_view_of_a_missing_database_is_refused_without_creating_it(tmp_path: Pat
     assert not missing.exists() and list(tmp_path.iterdir()) == []
 
 
+def test_view_of_an_empty_file_says_it_holds_no_memory_yet(tmp_path: Path) -> None:
+    """A 0-byte database started a view whose every page answered 503 (found by QA)."""
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    result = subprocess.run([str(SCRIPT), "view", "--database", str(empty), "--no-browser"],
+                            capture_output=True, text=True, timeout=30, env={**os.environ, "MEMORY_LOG_LEVEL": "error"})
+    assert result.returncode == 1 and result.stdout == ""
+    assert f"the database {empty} holds no memory yet" in result.stderr and "migrate --database" in result.stderr
+    assert empty.read_bytes() == b"" and list(tmp_path.iterdir()) == [empty]
+
+
 
 # -- under the streamable-HTTP server (MEMORY_HTTP_VIEW_PATH) -------------------------------------
 

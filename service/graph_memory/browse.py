@@ -30,7 +30,8 @@ from typing import Any, TypeVar
 
 from graph_memory.db.backend import Backend, Graph
 from graph_memory.db.explore import Change, EntityPage, Neighborhood
-from graph_memory.errors import GraphError
+from graph_memory.errors import GraphError, StoreError
+from graph_memory.hints import graph_memory_command
 from graph_memory.logs import get_logger
 from graph_memory.models import Entity, Mode
 from graph_memory.service import check_unicode, open_backend
@@ -147,7 +148,13 @@ class GraphBrowser:
         """Open the database read-only now, so that a missing or unusable one is refused at start."""
         browser = cls(settings)
         with browser._lock:
-            browser._current()
+            backend = browser._current()
+            if not backend.has_graph():   # an empty file: every page would fail (found by QA)
+                backend.close()
+                browser._backend = None
+                raise StoreError(f"the database {settings.database_label} holds no memory yet (no migration has "
+                                 f"set it up: an empty file?); the server's first start sets it up, as does "
+                                 f"{graph_memory_command('migrate', database=settings.database_label)}")
         browser._start_count()  # the overview's counts, ready by the time a page asks
         return browser
 
