@@ -134,6 +134,23 @@ def test_entity_page_is_bounded_and_carries_totals(client: TestClient) -> None:
 
 
 @pytest.mark.both_backends
+def test_entity_page_reads_on_from_an_offset_so_every_item_can_be_reached(client: TestClient) -> None:
+    """Past the first 200 of a list nothing could be reached from the page (found by QA)."""
+    first = client.get("/api/entity", params={"name": "Hub"}).json()
+    rest = client.get("/api/entity", params={"name": "Hub", "offset": 200}).json()
+    assert (first["offset"], rest["offset"]) == (0, 200)
+    assert [o["content"] for o in first["observations"] + rest["observations"]] == [f"fact {i}" for i in range(250)]
+    outgoing = first["outgoing"] + rest["outgoing"]
+    assert len(outgoing) == 300 == len({(r["to"], r["relationType"]) for r in outgoing})
+    assert (rest["observationsTotal"], rest["outgoingTotal"]) == (250, 300)
+    beyond = client.get("/api/entity", params={"name": "Hub", "offset": 10**30}).json()
+    assert beyond["observations"] == beyond["outgoing"] == [] and beyond["outgoingTotal"] == 300
+    assert client.get("/api/entity", params={"name": "Hub", "offset": -5}).json()["offset"] == 0
+    response = client.get("/api/entity", params={"name": "Hub", "offset": "x"})
+    assert response.status_code == 400 and "offset must be a whole number" in response.json()["error"]
+
+
+@pytest.mark.both_backends
 def test_unknown_entity_is_a_404(client: TestClient) -> None:
     response = client.get("/api/entity", params={"name": "Nobody"})
     assert response.status_code == 404 and response.json() == {"error": "Entity with name Nobody not found"}

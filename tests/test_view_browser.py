@@ -279,6 +279,23 @@ def test_bidi_controls_and_prototype_names_stay_in_their_place(view: ViewProcess
     assert ["constructor", 0] in rows and ["__proto__", 0] in rows, rows
 
 
+@pytest.mark.both_backends
+def test_an_entity_page_pages_through_long_lists(view: ViewProcess, page: Page, memory: MemoryService) -> None:
+    """Past the first 200 items of a list nothing could be reached from the page (found by QA)."""
+    memory.create_entities([Entity("Hub", "thing", [f"fact {i:03d}" for i in range(230)])])
+    page.goto(view.url + "#/entity?name=Hub")
+    page.wait_for_selector("#observations li")
+    assert page.locator("#observations li").count() == 200
+    assert "1–200 of 230 shown" in page.inner_text("main")
+    page.locator("a[rel=next]").first.click()
+    wait_until(page, "location.hash.endsWith('from=200') "
+                     "&& document.querySelectorAll('#observations li').length === 30")
+    assert page.evaluate("document.querySelector('#observations li').firstChild.textContent") == "fact 200"
+    assert page.locator("a[rel=next]").count() == 0 and "201–230 of 230 shown" in page.inner_text("main")
+    page.locator("a[rel=prev]").first.click()
+    wait_until(page, "document.querySelectorAll('#observations li').length === 200")
+
+
 _RPC_LOCK = threading.Lock()
 
 

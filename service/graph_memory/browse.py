@@ -203,11 +203,13 @@ class GraphBrowser:
         terms = _terms(query, mode)
         return SearchPage(query, mode, [_hit(e, terms) for e in found[:limit]], len(found) > limit)
 
-    def entity(self, name: str) -> EntityPage | None:
+    def entity(self, name: str, offset: int = 0) -> EntityPage | None:
         """The entity page of ``name`` (:data:`ENTITY_PAGE_ITEMS` observations and relations each
-        way at most, with totals), or None when there is no such entity."""
+        way at most, from position ``offset`` of each list on, with totals), or None when there is
+        no such entity."""
         check_unicode(name, "name")
-        return self._read(lambda g: g.entity_page(name, ENTITY_PAGE_ITEMS))
+        offset = max(0, min(int(offset), 1 << 62))   # SQLite integers are 64-bit
+        return self._read(lambda g: g.entity_page(name, ENTITY_PAGE_ITEMS, offset))
 
     def neighborhood(self, name: str, hops: int = 1, limit: int = 40) -> Neighborhood:
         """The neighbourhood of ``name``: ``hops`` (1 or 2) relations away, at most ``limit``

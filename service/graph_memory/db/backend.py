@@ -298,9 +298,9 @@ class Graph(Protocol):
         """The entities :meth:`search` finds (at most ``limit``), without relations or neighbors."""
         ...
 
-    def entity_page(self, name: str, max_items: int) -> EntityPage | None:
-        """The entity ``name`` with its first ``max_items`` observations, relations out and in
-        (with totals); None when there is no such entity."""
+    def entity_page(self, name: str, max_items: int, offset: int = 0) -> EntityPage | None:
+        """The entity ``name`` with ``max_items`` of its observations, relations out and in each,
+        from position ``offset`` on (with totals); None when there is no such entity."""
         ...
 
     def type_counts(self, limit: int) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
@@ -554,8 +554,8 @@ class SqliteGraph:
     def find_entities(self, query: str, mode: Mode, limit: int) -> list[Entity]:
         return search.search(self.conn, query, mode, limit, related=False).entities
 
-    def entity_page(self, name: str, max_items: int) -> EntityPage | None:
-        return explore.entity_page(self.conn, name, max_items)
+    def entity_page(self, name: str, max_items: int, offset: int = 0) -> EntityPage | None:
+        return explore.entity_page(self.conn, name, max_items, offset)
 
     def type_counts(self, limit: int) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
         return explore.type_counts(self.conn, limit)

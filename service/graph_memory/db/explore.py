@@ -199,9 +199,9 @@ class Observation:
 
 @dataclass(slots=True)
 class EntityPage:
-    """One entity as the viewer shows it: its observations (insertion order, the first
-    ``max_items``), the relations from it and to it (the first ``max_items`` each, by the other
-    end's name) with the totals, and the types of the entities at their other ends."""
+    """One entity as the viewer shows it: its observations (insertion order), the relations from
+    it and to it (by the other end's name), ``max_items`` of each from position ``offset`` on,
+    with the totals, and the types of the entities at their other ends."""
 
     name: str
     entity_type: str
@@ -214,12 +214,13 @@ class EntityPage:
     incoming: list[Relation]
     incoming_total: int
     neighbor_types: dict[str, str] = field(default_factory=dict)
+    offset: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The viewer's JSON shape of the page."""
         return {
             "name": self.name, "entityType": self.entity_type, "createdAt": self.created_at,
-            "updatedAt": self.updated_at,
+            "updatedAt": self.updated_at, "offset": self.offset,
             "observations": [o.to_dict() for o in self.observations], "observationsTotal": self.observations_total,
             "outgoing": [_relation_dict(r) for r in self.outgoing], "outgoingTotal": self.outgoing_total,
             "incoming": [_relation_dict(r) for r in self.incoming], "incomingTotal": self.incoming_total,
@@ -227,8 +228,9 @@ class EntityPage:
         }
 
 
-def entity_page(conn: apsw.Connection, name: str, max_items: int) -> EntityPage | None:
-    """The entity ``name`` (exact) as :class:`EntityPage`, or None when there is none."""
+def entity_page(conn: apsw.Connection, name: str, max_items: int, offset: int = 0) -> EntityPage | None:
+    """The entity ``name`` (exact) as :class:`EntityPage` (each list from position ``offset``,
+    ``max_items`` at most), or None when there is none."""
     head = conn.execute("SELECT id, entity_type, created_at, updated_at FROM entities WHERE name = ?",
                         (name,)).fetchone()
     if head is None:
@@ -237,14 +239,14 @@ def entity_page(conn: apsw.Connection, name: str, max_items: int) -> EntityPage 
     cap = _limit(max_items)
     # The (entity_id, content) index finds the rows; sorting one entity's rows by id is bounded by them.
     observations = [Observation(*row) for row in conn.execute(
-        "SELECT content, created_at, updated_at FROM observations WHERE entity_id = ? ORDER BY id LIMIT ?",
-        (entity_id, cap))]
+        "SELECT content, created_at, updated_at FROM observations WHERE entity_id = ? ORDER BY id LIMIT ? OFFSET ?",
+        (entity_id, cap, offset))]
     outgoing = [Relation(*row) for row in conn.execute(
-        f"SELECT {_RELATION} FROM relations WHERE from_name = ? ORDER BY to_name, relation_type LIMIT ?",
-        (name, cap))]
+        f"SELECT {_RELATION} FROM relations WHERE from_name = ? ORDER BY to_name, relation_type LIMIT ? OFFSET ?",
+        (name, cap, offset))]
     incoming = [Relation(*row) for row in conn.execute(
-        f"SELECT {_RELATION} FROM relations WHERE to_name = ? ORDER BY from_name, relation_type LIMIT ?",
-        (name, cap))]
+        f"SELECT {_RELATION} FROM relations WHERE to_name = ? ORDER BY from_name, relation_type LIMIT ? OFFSET ?",
+        (name, cap, offset))]
 
     def count(sql: str, value: object) -> int:
         row = conn.execute(sql, (value,)).fetchone()
@@ -256,7 +258,7 @@ def entity_page(conn: apsw.Connection, name: str, max_items: int) -> EntityPage 
         count("SELECT count(*) FROM observations WHERE entity_id = ?", entity_id),
         outgoing, count("SELECT count(*) FROM relations WHERE from_name = ?", name),
         incoming, count("SELECT count(*) FROM relations WHERE to_name = ?", name),
-        _types(conn, others))
+        _types(conn, others), offset)
 
 
 # -- the overview -------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ Routes (GET only; every answer bounded, see :mod:`graph_memory.browse`):
 ``/api/overview``          totals, counts by type, most connected entities, latest additions
                            (``fresh=1``: wait for counts of the graph as it is now)
 ``/api/search``            ``q``, ``mode`` (substring, words, fts), ``limit`` (≤ 200)
-``/api/entity``            ``name``: the entity page, 404 when there is none
+``/api/entity``            ``name``, ``offset`` (of each list): the entity page, 404 when there is none
 ``/api/neighborhood``      ``name``, ``hops`` (1–2), ``limit`` (≤ 150 entities)
 =========================  ====================================================================
 
@@ -161,7 +161,7 @@ def build_view_app(browser: GraphBrowser, *, allowed_hosts: Iterable[str], allow
     def entity(request: Request) -> Response:
         name = request.query_params.get("name", "")
         try:
-            found = browser.entity(name)
+            found = browser.entity(name, _int(request, "offset", 0))
         except GraphError as exc:
             return _error(exc)
         if found is None:

@@ -72,7 +72,7 @@ def _types(graph: PostgresGraph, names: list[str]) -> dict[str, str]:
         "SELECT name, entity_type FROM entities WHERE name_key = ANY(%s)", ([key(n) for n in names],))}
 
 
-def entity_page(graph: PostgresGraph, name: str, max_items: int) -> EntityPage | None:
+def entity_page(graph: PostgresGraph, name: str, max_items: int, offset: int = 0) -> EntityPage | None:
     """As :func:`graph_memory.db.explore.entity_page`."""
     head = graph._one(f"SELECT id, entity_type, {_time('created_at')}, {_time('updated_at')} FROM entities "
                       f"WHERE name_key = %s", (key(name),))
@@ -82,13 +82,13 @@ def entity_page(graph: PostgresGraph, name: str, max_items: int) -> EntityPage |
     cap = _cap(max_items)
     observations = [Observation(decode(c), created, updated) for c, created, updated in graph._rows(
         f"SELECT content, {_time('created_at')}, {_time('updated_at')} FROM observations WHERE entity_id = %s "
-        f"ORDER BY id LIMIT %s", (entity_id, cap))]
+        f"ORDER BY id LIMIT %s OFFSET %s", (entity_id, cap, offset))]
     outgoing = relations_of(graph._rows(
-        f"SELECT {_RELATION} FROM relations WHERE from_key = %s ORDER BY to_name, relation_type LIMIT %s",
-        (key(name), cap)))
+        f"SELECT {_RELATION} FROM relations WHERE from_key = %s ORDER BY to_name, relation_type LIMIT %s OFFSET %s",
+        (key(name), cap, offset)))
     incoming = relations_of(graph._rows(
-        f"SELECT {_RELATION} FROM relations WHERE to_key = %s ORDER BY from_name, relation_type LIMIT %s",
-        (key(name), cap)))
+        f"SELECT {_RELATION} FROM relations WHERE to_key = %s ORDER BY from_name, relation_type LIMIT %s OFFSET %s",
+        (key(name), cap, offset)))
 
     def count(sql: str, value: object) -> int:
         row = graph._one(sql, (value,))
@@ -100,7 +100,7 @@ def entity_page(graph: PostgresGraph, name: str, max_items: int) -> EntityPage |
         count("SELECT count(*) FROM observations WHERE entity_id = %s", entity_id),
         outgoing, count("SELECT count(*) FROM relations WHERE from_key = %s", key(name)),
         incoming, count("SELECT count(*) FROM relations WHERE to_key = %s", key(name)),
-        _types(graph, others))
+        _types(graph, others), offset)
 
 
 def type_counts(graph: PostgresGraph, limit: int) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:

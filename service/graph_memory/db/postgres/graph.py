@@ -761,10 +761,10 @@ class PostgresGraph:
 
         return search(self, query, mode, limit, related=False).entities
 
-    def entity_page(self, name: str, max_items: int) -> EntityPage | None:
+    def entity_page(self, name: str, max_items: int, offset: int = 0) -> EntityPage | None:
         from graph_memory.db.postgres import explore
 
-        return explore.entity_page(self, name, max_items)
+        return explore.entity_page(self, name, max_items, offset)
 
     def type_counts(self, limit: int) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
         from graph_memory.db.postgres import explore

@@ -27,6 +27,8 @@
 
   // A string holding bidi controls (an unclosed U+202E would reverse the text after it) goes in a
   // <bdi> of its own, so it cannot reorder its neighbours (found by QA); other strings are text.
+  const PAGE_ITEMS = 200; // items of each list per entity page (ENTITY_PAGE_ITEMS in browse.py)
+
   const BIDI_CONTROLS = /[\u202A-\u202E\u2066-\u2069]/;
   function text(value) {
     if (!BIDI_CONTROLS.test(value)) return document.createTextNode(value);
@@ -80,7 +82,7 @@
     show(el("p", { className: "error", role: "alert" }, message));
   }
 
-  // -- routes: #/ (overview), #/search?q=&mode=, #/entity?name=&hops= ------------------------------
+  // -- routes: #/ (overview), #/search?q=&mode=, #/entity?name=&hops=&from= ------------------------
 
   function route() {
     const hash = location.hash.replace(/^#/, "") || "/";
@@ -96,7 +98,8 @@
     } else if (path === "/entity") {
       const hops = params.get("hops") === "2" ? 2 : 1;
       const name = params.get("name") || "";
-      Promise.all([api("api/entity", { name }), api("api/neighborhood", { name, hops, limit: 40 })])
+      const from = Math.max(0, Number.parseInt(params.get("from") || "0", 10) || 0);
+      Promise.all([api("api/entity", { name, offset: from }), api("api/neighborhood", { name, hops, limit: 40 })])
         .then(render(([entity, area]) => renderEntity(entity, area, hops)), fail);
     } else {
       api("api/overview", params.get("fresh") === "1" ? { fresh: 1 } : {}).then(render(renderOverview), fail);
@@ -162,7 +165,7 @@
 
   // -- entity ------------------------------------------------------------------------------------
 
-  function relationTable(relations, total, direction, types) {
+  function relationTable(relations, direction, types) {
     if (!relations.length) return el("p", { className: "note" }, "none");
     const rows = relations.map((r) => {
       const other = direction === "out" ? r.to : r.from;
@@ -176,7 +179,25 @@
     const table = el("table", { className: `relations-${direction}` },
       el("thead", {}, el("tr", {}, el("th", {}, "relation"), el("th", {}, direction === "out" ? "to" : "from"), el("th", {}, "weight"))),
       el("tbody", {}, ...rows));
-    return total > relations.length ? el("div", {}, table, el("p", { className: "note" }, `${(total - relations.length).toLocaleString()} more not shown`)) : table;
+    return table;
+  }
+
+  // Which items of a list of `total` this page shows ("201–400 of 5,000"), when not all of them.
+  function shownOf(count, total, offset) {
+    if (offset === 0 && count >= total) return null;
+    const range = count ? `${(offset + 1).toLocaleString()}–${(offset + count).toLocaleString()}` : "none";
+    return el("p", { className: "note" }, `${range} of ${total.toLocaleString()} shown`);
+  }
+
+  // Links to the pages before and after this one (ENTITY_PAGE_ITEMS of each list per page).
+  function pager(entity, size) {
+    const longest = Math.max(entity.observationsTotal, entity.outgoingTotal, entity.incomingTotal);
+    if (entity.offset === 0 && longest <= size) return null;
+    const at = (from) => entityHref(entity.name) + (from > 0 ? `&from=${from}` : "");
+    return el("p", { className: "pager" },
+      entity.offset > 0 ? el("a", { href: at(Math.max(0, entity.offset - size)), rel: "prev" }, `← previous ${size}`) : null,
+      ` items ${(entity.offset + 1).toLocaleString()}–${Math.min(entity.offset + size, longest).toLocaleString()} of each list `,
+      entity.offset + size < longest ? el("a", { href: at(entity.offset + size), rel: "next" }, `next ${size} →`) : null);
   }
 
   function renderEntity(entity, area, hops) {
@@ -186,13 +207,17 @@
     const info = el("section", { className: "card" },
       el("h1", { id: "entity-name" }, entity.name, typeBadge(entity.entityType)),
       el("p", { className: "note" }, `created ${entity.createdAt.replace("T", " ").slice(0, 19)} · updated ${entity.updatedAt.replace("T", " ").slice(0, 19)}`),
+      pager(entity, PAGE_ITEMS),
       el("h2", {}, plural(entity.observationsTotal, "observation")),
       entity.observations.length ? observations : el("p", { className: "note" }, "none"),
-      entity.observationsTotal > entity.observations.length ? el("p", { className: "note" }, `${(entity.observationsTotal - entity.observations.length).toLocaleString()} more not shown`) : null,
+      shownOf(entity.observations.length, entity.observationsTotal, entity.offset),
       el("h2", {}, `Relations out (${entity.outgoingTotal.toLocaleString()})`),
-      relationTable(entity.outgoing, entity.outgoingTotal, "out", entity.neighborTypes),
+      relationTable(entity.outgoing, "out", entity.neighborTypes),
+      shownOf(entity.outgoing.length, entity.outgoingTotal, entity.offset),
       el("h2", {}, `Relations in (${entity.incomingTotal.toLocaleString()})`),
-      relationTable(entity.incoming, entity.incomingTotal, "in", entity.neighborTypes));
+      relationTable(entity.incoming, "in", entity.neighborTypes),
+      shownOf(entity.incoming.length, entity.incomingTotal, entity.offset),
+      pager(entity, PAGE_ITEMS));
     const hopLink = (n) => el("a", { href: entityHref(entity.name) + (n === 2 ? "&hops=2" : ""), className: n === hops ? "on" : "" }, `${n} hop${n === 2 ? "s" : ""}`);
     const more = [];
     if (area.truncated) more.push(`capped at ${area.nodes.length} entities`);
