@@ -296,6 +296,17 @@ def test_an_entity_page_pages_through_long_lists(view: ViewProcess, page: Page, 
     wait_until(page, "document.querySelectorAll('#observations li').length === 200")
 
 
+def test_a_search_with_more_than_50_results_offers_up_to_200(view: ViewProcess, page: Page,
+                                                            memory: MemoryService) -> None:
+    memory.create_entities([Entity(f"Quokka {i:02d}", "animal", ["seen on Rottnest"]) for i in range(60)])
+    page.goto(view.url + "#/search?q=quokka")
+    wait_until(page, "document.querySelectorAll('#results li').length === 50")
+    assert page.inner_text("main h1").startswith("50+ results")
+    page.click("#more-results")
+    wait_until(page, "document.querySelectorAll('#results li').length === 60")
+    assert page.locator("#more-results").count() == 0 and page.inner_text("main h1").startswith("60 results")
+
+
 _RPC_LOCK = threading.Lock()
 
 

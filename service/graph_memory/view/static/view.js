@@ -28,6 +28,7 @@
   // A string holding bidi controls (an unclosed U+202E would reverse the text after it) goes in a
   // <bdi> of its own, so it cannot reorder its neighbours (found by QA); other strings are text.
   const PAGE_ITEMS = 200; // items of each list per entity page (ENTITY_PAGE_ITEMS in browse.py)
+  const MAX_RESULTS = 200; // the most results one search answers (MAX_SEARCH_RESULTS in browse.py)
 
   const BIDI_CONTROLS = /[\u202A-\u202E\u2066-\u2069]/;
   function text(value) {
@@ -94,7 +95,8 @@
     if (path === "/search") {
       input.value = params.get("q") || "";
       modeSelect.value = params.get("mode") || "substring";
-      api("api/search", { q: input.value, mode: modeSelect.value, limit: 50 }).then(render(renderSearch), fail);
+      const limit = params.get("limit") === String(MAX_RESULTS) ? MAX_RESULTS : 50;
+      api("api/search", { q: input.value, mode: modeSelect.value, limit }).then(render(renderSearch), fail);
     } else if (path === "/entity") {
       const hops = params.get("hops") === "2" ? 2 : 1;
       const name = params.get("name") || "";
@@ -160,7 +162,14 @@
       data.query, `” (${data.mode})`);
     show(heading, items.length ? el("ul", { className: "plain", id: "results" }, ...items)
       : el("p", { className: "note", id: "results" }, "Nothing found."),
-    data.more ? el("p", { className: "note" }, "More entities match: refine the query to see them.") : null);
+    data.more ? moreResults(data) : null);
+  }
+
+  function moreResults(data) {
+    if (data.results.length >= MAX_RESULTS) return el("p", { className: "note" }, "More entities match: refine the query to see them.");
+    const params = new URLSearchParams({ q: data.query, mode: data.mode, limit: String(MAX_RESULTS) });
+    return el("p", { className: "note" }, "More entities match: ",
+      el("a", { href: "#/search?" + params.toString(), id: "more-results" }, `show up to ${MAX_RESULTS}`), ", or refine the query.");
   }
 
   // -- entity ------------------------------------------------------------------------------------
