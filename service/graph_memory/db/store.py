@@ -57,8 +57,9 @@ Connection = apsw.Connection
 
 # SQLITE_BUSY can still reach us after the busy timeout (e.g. a checkpoint or WAL recovery in
 # another process, or a short busy timeout under a lock held longer); the whole transaction is then
-# retried, at least this many times and for at least _BUSY_RETRY_SECONDS, before giving up. The
-# pauses are jittered so that processes retrying together do not collide again in step.
+# retried for the rest of the busy timeout, and for at least _BUSY_RETRY_SECONDS (_BusyWaits); a
+# read-only connection is retried this many times. The pauses are jittered so that processes
+# retrying together do not collide again in step.
 _BUSY_RETRIES = 5
 _BUSY_RETRY_SECONDS = 2.0
 _BUMP_GRAPH_VERSION = "UPDATE graph_version SET version = version + 1 WHERE id = 1"
@@ -210,9 +211,9 @@ class _BusyWaits:
     SQLite's busy handler waits up to the busy timeout per attempt; retried as they were, a lock
     held longer made a call wait six timeouts (61 s with the default 10 s, past the official
     clients' 60 s request timeout: found by QA). Each retry now waits only for what is left of the
-    timeout since the first attempt began; busy reports that come without waiting (WAL recovery in
-    another process) are still retried at least :data:`_BUSY_RETRIES` times and for at least
-    :data:`_BUSY_RETRY_SECONDS`, with a short growing, jittered pause."""
+    timeout since the first attempt began, and the call gives up once the timeout is spent (at
+    least :data:`_BUSY_RETRY_SECONDS`: busy reports that come without waiting, such as WAL
+    recovery in another process, are retried for that long with a short growing, jittered pause)."""
 
     def __init__(self, conn: apsw.Connection, busy_timeout_ms: int) -> None:
         self._conn, self._timeout_ms = conn, busy_timeout_ms
@@ -222,9 +223,8 @@ class _BusyWaits:
     def again(self) -> bool:
         """After a busy attempt: pause and return True to try again, or False to give up."""
         self._attempt += 1
-        elapsed = time.monotonic() - self._started
-        if self._attempt > _BUSY_RETRIES and elapsed >= max(self._timeout_ms / 1000, _BUSY_RETRY_SECONDS):
-            return False
+        if time.monotonic() - self._started >= max(self._timeout_ms / 1000, _BUSY_RETRY_SECONDS):
+            return False   # (a timeout spent in one wait overshot by five more retries: found by QA)
         time.sleep(min(0.05 * self._attempt, 0.25) * random.uniform(0.5, 1.5))
         left_ms = self._timeout_ms - (time.monotonic() - self._started) * 1000
         self._conn.set_busy_timeout(max(int(left_ms), 0))
@@ -757,8 +757,8 @@ class Store:
     def _retrying(self, transaction: Callable[[], AbstractContextManager[apsw.Connection]],
                   operation: Callable[[apsw.Connection], T]) -> T:
         """``operation(conn)`` inside ``transaction()``, the whole transaction retried with a short
-        growing, jittered pause while SQLite reports the database busy or locked past the busy
-        timeout (at least :data:`_BUSY_RETRIES` times and :data:`_BUSY_RETRY_SECONDS`)."""
+        growing, jittered pause while SQLite reports the database busy or locked, within the busy
+        timeout in all (at least :data:`_BUSY_RETRY_SECONDS`; see :class:`_BusyWaits`)."""
         waits = _BusyWaits(self.conn, self.busy_timeout_ms)
         try:
             while True:
