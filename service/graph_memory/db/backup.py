@@ -12,6 +12,7 @@ only read the database (and its folder) can back it up, and no file beside it is
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
@@ -24,7 +25,7 @@ from typing import Any, cast
 import apsw
 
 from graph_memory.db.paths import check_database_path, fsync_directory, fsync_file, link_new, side_files
-from graph_memory.db.store import Connection, Store
+from graph_memory.db.store import Connection, Store, set_orphans_aside
 from graph_memory.errors import OutputError, StoreError
 from graph_memory.hints import graph_memory_command, shell_quote
 
@@ -297,43 +298,58 @@ def restore_database(backup: str | os.PathLike[str], database: Path, *, busy_tim
     graph-memory database), losing nothing.
 
     1. A verified copy of ``backup`` is made beside the database (:func:`backup_database`: the
-       backup itself is only read) and migrated to this version (a backup of a newer version is
-       refused).
-    2. What ``database`` holds now is saved first, verified, as
+       backup itself is only read), refused when it holds no memory, migrated to this version (a
+       backup of a newer version is refused) and given the database's page size.
+    2. The database must not be open in another process (a running server, view or sqlite3
+       shell): what such a process wrote between the save and the restore would be lost (found by
+       QA), so the restore is refused until they are stopped.
+    3. What ``database`` holds now is saved first, verified, as
        ``<stem>-before-restore-YYYYmmdd-HHMMSS.db`` beside it.
-    3. The copy is written into ``database`` through SQLite (its online backup API, one
+    4. The copy is written into ``database`` through SQLite (its online backup API, one
        transaction): copying the file over it would let its write-ahead log (``-wal``) be replayed
-       onto the backup, or be replaced by a server still running. Servers using the database may
-       keep running: they read the restored memory from their next call, and subscribers are
-       told it changed. Without a database there, the copy takes its name.
+       onto the backup. Without a database there, the copy takes its name, a log left there by a
+       deleted database set aside (``*.orphaned-TIME``).
 
     Raises:
-        StoreError: the backup is missing, not a graph-memory database, damaged, of a newer
-            version; the database could not be saved first (damaged: the message says how to
-            set it aside) or stayed locked. Nothing was changed.
+        StoreError: the backup is missing, holds no memory, is not a graph-memory database, is
+            damaged or of a newer version; the database is open elsewhere, could not be saved
+            first (damaged: the message says how to set it aside) or stayed locked. Nothing was
+            changed (a copy saved before a failure is removed again).
         OutputError: ``backup`` is the database itself.
     """
     source = Path(os.fspath(backup)).expanduser().absolute()
+    if not source.exists():
+        raise StoreError(f"no backup at {source}; name a file made by the backup command")
     check_database_path(source, must_exist=True)
     database = database.expanduser().absolute()
     exists = database.exists()
     if exists and os.path.samefile(source, database):
         raise OutputError(f"{source} is the database itself; name a backup of it")
+    if exists and open_elsewhere(database):
+        raise StoreError(f"the database {database} is open in another process (a running graph-memory server or "
+                         f"view, a sqlite3 shell); stop it, then run the restore again: what it wrote during the "
+                         f"restore would be lost. Nothing was changed.")
     database.parent.mkdir(parents=True, exist_ok=True)
     staged = database.with_name(f".{database.name}.restoring-{os.getpid()}.db")
+    saved: Path | None = None
     try:
-        backup_database(source, staged, force=True, busy_timeout_ms=busy_timeout_ms)
-        Store.open(staged, busy_timeout_ms=busy_timeout_ms).close()   # migrated to this version
-        saved = _save_before_restore(database, now, busy_timeout_ms) if exists else None
-        if saved is None:
+        _stage(source, staged, database if exists else None, busy_timeout_ms)
+        if not exists:
+            set_orphans_aside(database)
             link_new(staged, database)
             fsync_directory(database.parent)
         else:
+            saved = _save_before_restore(database, now, busy_timeout_ms)
             live = Store.open(database, busy_timeout_ms=busy_timeout_ms)
             try:
                 live.replace_with(staged)
             finally:
                 live.close()
+    except BaseException:
+        if saved is not None:   # the database is as it was: the copy saved of it is not needed
+            for leftover in (saved, *side_files(saved)):
+                leftover.unlink(missing_ok=True)
+        raise
     finally:
         for leftover in (staged, *side_files(staged)):
             leftover.unlink(missing_ok=True)
@@ -343,6 +359,78 @@ def restore_database(backup: str | os.PathLike[str], database: Path, *, busy_tim
     finally:
         check.close()
     return RestoreResult(path=database, source=source, saved=saved, schema_version=version, counts=counts)
+
+
+def _stage(source: Path, staged: Path, database: Path | None, busy_timeout_ms: int) -> None:
+    """The verified copy of the backup ``source`` at ``staged``, holding a memory, migrated to this
+    version, with the page size of ``database`` (SQLite copies pages only between equal sizes).
+
+    Raises:
+        StoreError: about ``source`` (the staging file is never named: it is removed).
+    """
+    try:
+        backup_database(source, staged, force=True, busy_timeout_ms=busy_timeout_ms)
+        copy = Store.open_as_is(staged)
+        try:
+            version = copy.run_read(schema_version)
+        finally:
+            copy.close()
+        if version == 0:
+            raise StoreError(f"{source} holds no memory (no graph-memory tables: an empty file?); name a file made "
+                             f"by the backup command. Nothing was changed.")
+        Store.open(staged, busy_timeout_ms=busy_timeout_ms).close()   # migrated to this version
+        if database is not None:
+            _match_page_size(staged, database)
+    except (StoreError, OutputError) as exc:
+        message = str(exc).replace(str(staged), str(source))
+        raise StoreError(f"the backup {source} cannot be restored: {message}") from exc
+
+
+def _match_page_size(staged: Path, database: Path) -> None:
+    """Rewrite ``staged`` with the page size of ``database`` when they differ (a backup made
+    elsewhere, or a database rebuilt with another size)."""
+    with contextlib.closing(apsw.Connection(str(database), flags=apsw.SQLITE_OPEN_READONLY)) as conn:
+        wanted = cast(int, conn.execute("PRAGMA page_size").fetchall()[0][0])
+    with contextlib.closing(apsw.Connection(str(staged))) as conn:
+        if conn.execute("PRAGMA page_size").fetchall()[0][0] == wanted:
+            return
+        conn.execute("PRAGMA journal_mode = DELETE")   # a page size changes only outside WAL
+        conn.execute(f"PRAGMA page_size = {wanted:d}")
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA journal_mode = WAL")
+
+
+def open_elsewhere(database: Path) -> bool:
+    """Whether another process has the WAL database ``database`` open: every SQLite connection
+    holds a shared lock on one byte of its ``-shm`` file while it is open (the "DMS" byte, offset
+    128 in SQLite's Unix VFS). False where that cannot be told (no ``-shm``, no fcntl locks, the
+    file not writable by this user): the restore then goes on as before.
+
+    Call it before this process opens the database: POSIX locks do not conflict within a process,
+    and closing the file here drops this process's locks on it."""
+    shm = database.with_name(database.name + "-shm")
+    try:
+        import fcntl
+    except ImportError:   # Windows
+        return False
+    try:
+        fd = os.open(shm, os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, _SHM_DMS_BYTE, os.SEEK_SET)
+    except OSError:
+        return True
+    else:
+        fcntl.lockf(fd, fcntl.LOCK_UN, 1, _SHM_DMS_BYTE, os.SEEK_SET)
+        return False
+    finally:
+        os.close(fd)
+
+
+# The byte of a WAL database's -shm file on which each open connection holds a shared lock
+# (UNIX_SHM_DMS in SQLite's os_unix.c: 120 + SQLITE_SHM_NLOCK).
+_SHM_DMS_BYTE = 128
 
 
 def _save_before_restore(database: Path, now: datetime | None, busy_timeout_ms: int) -> Path:

@@ -132,6 +132,12 @@ def _remove_stale_builds(path: Path, *, keep: Path | None = None) -> None:
         log.info("stale_build_removed", path=str(leftover), unchanged_s=round(age))
 
 
+def set_orphans_aside(path: Path) -> None:
+    """Before a new database takes the name ``path``: a ``-wal``/``-shm`` left there by a deleted
+    database is renamed ``*.orphaned-TIME`` (see :func:`_move_orphans_aside`)."""
+    _move_orphans_aside(path, before=time.time())
+
+
 def _move_orphans_aside(path: Path, *, before: float) -> None:
     """Rename the ``-wal``/``-shm``/``-journal`` of ``path`` when ``path`` itself does not exist
     (a database deleted while a crashed server's log was left): SQLite would replay that log into
