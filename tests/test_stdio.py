@@ -384,6 +384,29 @@ def test_sigterm_during_a_large_call_still_writes_its_whole_reply(tmp_path: Path
     conn.close()
 
 
+@pytest.mark.parametrize("signum", ["SIGTERM", "SIGINT"])
+def test_two_signals_in_a_row_still_exit_0(tmp_path: Path, signum: str) -> None:
+    """The second signal met the default handler once the event loop was gone: exit 143/130 (QA)."""
+    import signal
+    import time
+
+    proc = subprocess.Popen([str(EXE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            env=server_env(tmp_path, tmp_path / "m.db"))
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        for request in handshake():
+            proc.stdin.write((json.dumps(request) + "\n").encode())
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 0
+        for _ in range(2):
+            proc.send_signal(getattr(signal, signum))
+            time.sleep(0.01)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 def test_healthcheck_never_creates_a_database(tmp_path: Path) -> None:
     db = tmp_path / "absent.db"
     proc = subprocess.run([str(EXE), "healthcheck"], capture_output=True, env=server_env(tmp_path, db), timeout=30)

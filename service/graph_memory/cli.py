@@ -191,6 +191,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         backend.close()
         log.info("server_stopped", database=str(backend.path))
 
+    signalled = False
     try:
         first_start(backend, settings, log, lost_build=built == "lost")  # a bad legacy file stops the start here
         from graph_memory.mcp.server import build_server
@@ -207,13 +208,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
             import anyio
 
             try:
-                anyio.run(_serve_stdio, server, stop, settings.max_reply_bytes, backend_options=_loop_options())
+                signalled = anyio.run(_serve_stdio, server, stop, settings.max_reply_bytes,
+                                      backend_options=_loop_options())
             except* BrokenPipeError:
                 # The client stopped reading stdout (it exited, or `… | head`): the session is over.
                 # Every write it acknowledged is committed; stop as on end of input, without a traceback.
                 log.info("client_gone", reason="stdout closed by the client")
+            # Closing down: a further signal stops at once with exit 0, as a second one does while
+            # serving (the event loop gone, it met the default handler: exit 143, found by QA).
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(signum, _exit_at_once)
     finally:
         stop()
+    if signalled:   # what a service manager waits for: not the interpreter's ~160 ms teardown (QA)
+        _exit_at_once(signal.SIGTERM, None)
     return EXIT_OK
 
 
@@ -248,7 +256,7 @@ def _loop_options() -> dict[str, bool]:
 STOP_GRACE_SECONDS = 5.0
 
 
-async def _serve_stdio(handle: ServerHandle, on_signal: Callable[[], None], max_reply_bytes: int) -> None:
+async def _serve_stdio(handle: ServerHandle, on_signal: Callable[[], None], max_reply_bytes: int) -> bool:
     """Serve one stdio connection until stdin closes or SIGTERM/SIGINT arrives.
 
     A signal ends the input, as a client closing stdin does: no further request is read, the
@@ -257,7 +265,7 @@ async def _serve_stdio(handle: ServerHandle, on_signal: Callable[[], None], max_
     the call's write had committed (found by QA). Past :data:`STOP_GRACE_SECONDS`, or at a
     second signal, ``on_signal`` runs on the event loop thread (so no tool call is
     mid-transaction: calls run their transaction without yielding to the loop) and the process
-    exits 0 at once.
+    exits 0 at once. Returns whether a signal stopped it.
     """
     import os
 
@@ -267,6 +275,7 @@ async def _serve_stdio(handle: ServerHandle, on_signal: Callable[[], None], max_
     from graph_memory.mcp.stdio import stdio_streams
 
     input_stream: Any = None
+    stopping_on_signal = False
 
     def stop_now() -> None:
         on_signal()
@@ -281,13 +290,13 @@ async def _serve_stdio(handle: ServerHandle, on_signal: Callable[[], None], max_
     async with anyio.create_task_group() as tasks:
 
         async def stop_on_signal() -> None:
-            stopping = False
+            nonlocal stopping_on_signal
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 async for signum in signals:
                     get_logger("graph_memory.cli").info("signal_received", signal=signal.Signals(signum).name)
-                    if stopping or input_stream is None or not input_stream.can_end:   # a terminal: at once
+                    if stopping_on_signal or input_stream is None or not input_stream.can_end:   # a terminal
                         stop_now()
-                    stopping = True
+                    stopping_on_signal = True
                     tasks.start_soon(stop_later)
                     await input_stream.aclose()   # the end of input: answer what was read, then stop
 
@@ -298,6 +307,15 @@ async def _serve_stdio(handle: ServerHandle, on_signal: Callable[[], None], max_
             input_stream = read_stream
             await server.run(read_stream, write_stream, server.create_initialization_options())
         tasks.cancel_scope.cancel()
+    return stopping_on_signal
+
+
+def _exit_at_once(signum: int, frame: object) -> None:
+    """A signal while a stdio server closes down: every acknowledged write is committed; exit 0 now."""
+    import os
+
+    sys.stderr.flush()
+    os._exit(EXIT_OK)
 
 
 def _say_waiting_on_a_terminal() -> None:
@@ -758,9 +776,9 @@ def _add_data_commands(command: _Command) -> None:
                   epilog="BACKUP is a file made by the backup command (or any graph-memory SQLite database); it "
                          "is only read. Its copy is verified and migrated to this version, what the database "
                          "holds now is saved beside it as <database>-before-restore-YYYYmmdd-HHMMSS.db, and the "
-                         "copy is written into the database in one transaction. Servers using the database may "
-                         "keep running: they read the restored memory from their next call. Do not copy a backup "
-                         "over the database file instead: its -wal file would be replayed onto it.\n\n"
+                         "copy is written into the database in one transaction. Stop the servers using the database "
+                         "first: it refuses while another process has it open. Do not copy a backup over the "
+                         "database file instead: its -wal file would be replayed onto it.\n\n"
                          "exit status: 0 restored, 1 refused or failed (nothing was changed)")
     res.add_argument("backup", metavar="BACKUP", help="the backup file to restore")
     res.add_argument("--json", action="store_true", help="print the result as JSON")
