@@ -307,6 +307,10 @@ async def _serve_stdio(handle: ServerHandle, on_signal: Callable[[], None], max_
             input_stream = read_stream
             await server.run(read_stream, write_stream, server.create_initialization_options())
         tasks.cancel_scope.cancel()
+    # The signal receiver is gone: from here a further signal stops at once (see cmd_serve, which
+    # sets this again once the event loop has put back the handlers it found).
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _exit_at_once)
     return stopping_on_signal
 
 

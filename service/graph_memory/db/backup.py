@@ -25,7 +25,7 @@ from typing import Any, cast
 import apsw
 
 from graph_memory.db.paths import check_database_path, fsync_directory, fsync_file, link_new, side_files
-from graph_memory.db.store import Connection, Store, set_orphans_aside
+from graph_memory.db.store import Connection, Store, graph_version, set_orphans_aside
 from graph_memory.errors import OutputError, StoreError
 from graph_memory.hints import graph_memory_command, shell_quote
 
@@ -322,13 +322,13 @@ def restore_database(backup: str | os.PathLike[str], database: Path, *, busy_tim
         raise StoreError(f"no backup at {source}; name a file made by the backup command")
     check_database_path(source, must_exist=True)
     database = database.expanduser().absolute()
+    if database.is_symlink() and database.exists():   # its -wal and -shm are beside the file it names
+        database = Path(os.path.realpath(database))
     exists = database.exists()
     if exists and os.path.samefile(source, database):
         raise OutputError(f"{source} is the database itself; name a backup of it")
     if exists and open_elsewhere(database):
-        raise StoreError(f"the database {database} is open in another process (a running graph-memory server or "
-                         f"view, a sqlite3 shell); stop it, then run the restore again: what it wrote during the "
-                         f"restore would be lost. Nothing was changed.")
+        raise _in_use(database)
     database.parent.mkdir(parents=True, exist_ok=True)
     staged = database.with_name(f".{database.name}.restoring-{os.getpid()}.db")
     saved: Path | None = None
@@ -339,26 +339,66 @@ def restore_database(backup: str | os.PathLike[str], database: Path, *, busy_tim
             link_new(staged, database)
             fsync_directory(database.parent)
         else:
-            saved = _save_before_restore(database, now, busy_timeout_ms)
-            live = Store.open(database, busy_timeout_ms=busy_timeout_ms)
-            try:
-                live.replace_with(staged)
-            finally:
-                live.close()
-    except BaseException:
-        if saved is not None:   # the database is as it was: the copy saved of it is not needed
-            for leftover in (saved, *side_files(saved)):
+            saved = _replace_saving_first(database, staged, now, busy_timeout_ms)
+    except BaseException as exc:
+        kept = getattr(exc, "restore_saved", None)   # a failure after the copy was saved
+        if kept is not None:   # the database is as it was: the copy saved of it is not needed
+            for leftover in (kept, *side_files(kept)):
                 leftover.unlink(missing_ok=True)
         raise
     finally:
         for leftover in (staged, *side_files(staged)):
             leftover.unlink(missing_ok=True)
-    check = Store.open_readonly(database, busy_timeout_ms=busy_timeout_ms, check_history=False)
     try:
-        version, counts = check.run_read(lambda conn: (schema_version(conn), graph_counts(conn)))
-    finally:
-        check.close()
+        check = Store.open_readonly(database, busy_timeout_ms=busy_timeout_ms, check_history=False)
+        try:
+            version, counts = check.run_read(lambda conn: (schema_version(conn), graph_counts(conn)))
+        finally:
+            check.close()
+    except StoreError as exc:   # restored all the same: say so, and where the old memory is
+        kept = "" if saved is None else f" (what it held before is saved in {saved})"
+        raise StoreError(f"the backup {source} was restored into {database}{kept}, but reading it back to count "
+                         f"it failed: {exc}") from exc
     return RestoreResult(path=database, source=source, saved=saved, schema_version=version, counts=counts)
+
+
+def _replace_saving_first(database: Path, staged: Path, now: datetime | None, busy_timeout_ms: int) -> Path:
+    """Save what ``database`` holds, then write ``staged`` into it; returns the saved copy.
+
+    A write another process commits after the save would be lost by the replace: the save is made
+    again when the graph changed since (``graph_version``), checked right before the replace takes
+    the write lock, and the restore is refused when the database got opened elsewhere meanwhile.
+    An exception before the replace committed carries the saved copy as ``restore_saved``."""
+    for _ in range(_SAVE_ATTEMPTS):
+        if open_elsewhere(database):
+            raise _in_use(database)
+        saved = _save_before_restore(database, now, busy_timeout_ms)
+        try:
+            with contextlib.closing(Store.open_as_is(saved)) as copy:
+                at_save = copy.run_read(graph_version)
+            live = Store.open(database, busy_timeout_ms=busy_timeout_ms)
+            try:
+                if live.run_read(graph_version) == at_save:
+                    live.replace_with(staged)
+                    return saved
+            finally:
+                live.close()
+        except BaseException as exc:
+            exc.restore_saved = saved   # type: ignore[attr-defined]
+            raise
+        for leftover in (saved, *side_files(saved)):   # written to since the save: save again
+            leftover.unlink(missing_ok=True)
+    raise StoreError(f"the database {database} kept changing while it was being saved before the restore (another "
+                     f"program writing to it?); stop it, then run the restore again. Nothing was changed.")
+
+
+_SAVE_ATTEMPTS = 3
+
+
+def _in_use(database: Path) -> StoreError:
+    return StoreError(f"the database {database} is open in another process (a running graph-memory server or "
+                      f"view, a sqlite3 shell); stop it, then run the restore again: what it wrote during the "
+                      f"restore would be lost. Nothing was changed.")
 
 
 def _stage(source: Path, staged: Path, database: Path | None, busy_timeout_ms: int) -> None:

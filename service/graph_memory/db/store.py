@@ -877,12 +877,18 @@ class Store:
                             raise translate(exc, self.path) from exc
             finally:
                 src.close()
-            with self.write(graph=False) as conn:
-                conn.execute("UPDATE graph_version SET version = max(version, ?) + 1 WHERE id = 1", (before,))
         except apsw.Error as exc:
             raise translate(exc, self.path) from exc
         finally:
             waits.done()
+        # The copy is committed: a failure from here on must not report the restore as failed (it
+        # did, and the copy saved before it was then removed: found by QA on a nearly full disk).
+        try:
+            with self.write(graph=False) as conn:
+                conn.execute("UPDATE graph_version SET version = max(version, ?) + 1 WHERE id = 1", (before,))
+        except (GraphError, _Busy, apsw.Error) as exc:
+            log.warning("restore_not_announced", database=str(self.path), error=str(exc)[:300],
+                        hint="the restore is complete; running servers' subscribers were not told")
 
     def integrity_problems(self) -> list[str]:
         """``PRAGMA integrity_check`` plus the integrity check of every FTS5 table, which compares an
@@ -1068,6 +1074,9 @@ def _connect(path: Path, parameter: str) -> apsw.Connection:
 def _connect_readonly(path: Path) -> tuple[apsw.Connection, Path | None]:
     """The connection of :meth:`Store.open_readonly` (see there for the cases) and the private
     snapshot folder it reads from, if any."""
+    # SQLite keeps -wal and -shm beside the file a symbolic link names: look for them there (beside
+    # the link, a running server's log was missed and its last writes left out: found by QA).
+    path = Path(os.path.realpath(path))
     wal_mode = _in_wal_mode(path)
     if wal_mode and not _sidecar(path, "-shm").exists():
         if _log_is_empty(path):
