@@ -648,7 +648,7 @@ def test_restore_into_a_missing_database_gives_the_copy_its_name(db_path: Path, 
     assert read_db(target) == read_db(bk)
 
 
-@pytest.mark.parametrize("problem", ["itself", "missing", "damaged backup", "damaged database"])
+@pytest.mark.parametrize("problem", ["itself", "missing", "damaged backup", "damaged database", "jsonl"])
 def test_restore_refused_changes_nothing(db_path: Path, tmp_path: Path, problem: str,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     seed(db_path)
@@ -663,13 +663,17 @@ def test_restore_refused_changes_nothing(db_path: Path, tmp_path: Path, problem:
         with damaged.open("r+b") as file:
             file.seek(4096)
             file.write(b"\xa5" * 4096)
-    source = {"itself": db_path, "missing": tmp_path / "nope.db"}.get(problem, bk)
+    (tmp_path / "old.jsonl").write_text('{"type":"entity","name":"x","entityType":"t","observations":[]}\n')
+    source = {"itself": db_path, "missing": tmp_path / "nope.db", "jsonl": tmp_path / "old.jsonl"}.get(problem, bk)
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
     code, out, err = run(capsys, "--database", str(db_path), "restore", str(source))
     assert code == 1 and out == "" and "Traceback" not in err
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
     if problem == "damaged database":
         assert "could not be saved before the restore" in err and "move it and its memory.db-wal" in err, err
+    if problem == "jsonl":
+        assert f"the backup {source} cannot be restored: it is a memory file in the reference server's" in err, err
+        assert f"graph-memory import {source} --database {db_path}" in err and "MEMORY_FILE_PATH" not in err, err
     if problem == "damaged backup":
         assert f"the backup {bk} cannot be restored" in err and "failed its integrity check" in err, err
         assert ".restoring-" not in err, err

@@ -333,7 +333,7 @@ def restore_database(backup: str | os.PathLike[str], database: Path, *, busy_tim
     staged = database.with_name(f".{database.name}.restoring-{os.getpid()}.db")
     saved: Path | None = None
     try:
-        _stage(source, staged, database if exists else None, busy_timeout_ms)
+        _stage(source, staged, database, exists, busy_timeout_ms)
         if not exists:
             set_orphans_aside(database)
             link_new(staged, database)
@@ -401,9 +401,10 @@ def _in_use(database: Path) -> StoreError:
                       f"restore would be lost. Nothing was changed.")
 
 
-def _stage(source: Path, staged: Path, database: Path | None, busy_timeout_ms: int) -> None:
+def _stage(source: Path, staged: Path, database: Path, exists: bool, busy_timeout_ms: int) -> None:
     """The verified copy of the backup ``source`` at ``staged``, holding a memory, migrated to this
-    version, with the page size of ``database`` (SQLite copies pages only between equal sizes).
+    version, with the page size of ``database`` when it ``exists`` (SQLite copies pages only
+    between equal sizes).
 
     Raises:
         StoreError: about ``source`` (the staging file is never named: it is removed).
@@ -419,11 +420,20 @@ def _stage(source: Path, staged: Path, database: Path | None, busy_timeout_ms: i
             raise StoreError(f"{source} holds no memory (no graph-memory tables: an empty file?); name a file made "
                              f"by the backup command. Nothing was changed.")
         Store.open(staged, busy_timeout_ms=busy_timeout_ms).close()   # migrated to this version
-        if database is not None:
+        if exists:
             _match_page_size(staged, database)
     except (StoreError, OutputError) as exc:
+        # What is wrong with the backup, without the advice meant for a database (to restore into
+        # the backup, or set MEMORY_FILE_PATH: found by QA)
         message = str(exc).replace(str(staged), str(source))
-        raise StoreError(f"the backup {source} cannot be restored: {message}") from exc
+        if "holds JSON text" in message:
+            reason = (f"it is a memory file in the reference server's JSONL format, not a backup; merge it in "
+                      f"with: {graph_memory_command('import', source, database=database)}")
+        elif "disk holding" in message or "cannot write the backup" in message:
+            reason = f"there is no room for its copy beside the database ({message.split(';')[0]}); free some space"
+        else:
+            reason = message.split(";")[0]
+        raise StoreError(f"the backup {source} cannot be restored: {reason}. Nothing was changed.") from exc
 
 
 def _match_page_size(staged: Path, database: Path) -> None:
