@@ -216,8 +216,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 log.info("client_gone", reason="stdout closed by the client")
             # Closing down: a further signal stops at once with exit 0, as a second one does while
             # serving (the event loop gone, it met the default handler: exit 143, found by QA).
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(signum, _exit_at_once)
+            _exit_at_further_signals()
     finally:
         stop()
     if signalled:   # what a service manager waits for: not the interpreter's ~160 ms teardown (QA)
@@ -309,9 +308,14 @@ async def _serve_stdio(handle: ServerHandle, on_signal: Callable[[], None], max_
         tasks.cancel_scope.cancel()
     # The signal receiver is gone: from here a further signal stops at once (see cmd_serve, which
     # sets this again once the event loop has put back the handlers it found).
+    _exit_at_further_signals()
+    return stopping_on_signal
+
+
+def _exit_at_further_signals() -> None:
+    """From now on SIGTERM and SIGINT end the process at once with exit 0 (:func:`_exit_at_once`)."""
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _exit_at_once)
-    return stopping_on_signal
 
 
 def _exit_at_once(signum: int, frame: object) -> None:

@@ -145,11 +145,15 @@ def _tag(secret: bytes) -> bytes:
     return hashlib.sha256(b"graph-memory cursor tag\0" + secret).digest()[:_TAG]
 
 
+# ISO 8601's 24:00 as a time of day (24, 24:00, 2400, 24:00:00.000, …), after the date's separator.
+_HOUR_24 = r"[Tt ]24(?::?00)*(?:[.,]0+)?"
+
+
 def _next_day_example(text: str) -> str:
     """`` (e.g. '2026-12-04T00:00+02:00')``: 00:00 of the day after the date that ``text`` (a
-    24:00 time) starts with, its offset kept; `` (00:00 of the day after)`` for dates that do not
-    read as calendar dates (week or ordinal dates)."""
-    found = re.match(r"(\d{4}-?\d{2}-?\d{2})[Tt ]24(?::?00)*(?:[.,]0+)?(.*)", text)
+    24:00 time) starts with, its offset kept; nothing for dates that do not read as calendar dates
+    (week or ordinal dates, 2026-02-30, the last day of year 9999)."""
+    found = re.match(rf"(\d{{4}}-?\d{{2}}-?\d{{2}}){_HOUR_24}(.*)", text)
     try:
         day = date.fromisoformat(found.group(1)) + timedelta(days=1) if found else None
     except (ValueError, OverflowError):   # 2026-02-30, 9999-12-31
@@ -175,7 +179,7 @@ def parse_since(value: str) -> str:
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
-        if re.search(r"[Tt ]24(?::?00)*(?:[.,]0+)?(?:Z|[+-]|$)", text):
+        if re.search(rf"{_HOUR_24}(?:Z|[+-]|$)", text):
             # ISO 8601's end of a day: valid there, but one moment has one spelling here
             raise InvalidInput(f"since: {value!r} names midnight as 24:00, which is not accepted; give 00:00 of "
                                f"the next day{_next_day_example(text)}") from None

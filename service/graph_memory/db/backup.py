@@ -25,7 +25,7 @@ from typing import Any, cast
 import apsw
 
 from graph_memory.db.paths import check_database_path, fsync_directory, fsync_file, link_new, side_files
-from graph_memory.db.store import Connection, Store, graph_version, set_orphans_aside
+from graph_memory.db.store import Connection, Store, graph_version, holds_json_text, set_orphans_aside
 from graph_memory.errors import OutputError, StoreError
 from graph_memory.hints import graph_memory_command, shell_quote
 
@@ -123,9 +123,11 @@ class BackupResult:
                 "schema_version": self.schema_version, "integrity": "ok", **self.counts.to_dict()}
 
 
-def destination(dest: str | os.PathLike[str], source: Path, now: datetime | None = None) -> Path:
-    """The backup file for ``dest``: ``dest`` itself, or ``<stem>-YYYYmmdd-HHMMSS.db`` (local
-    time) inside it when ``dest`` is a directory or ends with a path separator.
+def destination(dest: str | os.PathLike[str], source: Path, now: datetime | None = None,
+                name: str | None = None) -> Path:
+    """The backup file for ``dest``: ``dest`` itself, or ``<name>-YYYYmmdd-HHMMSS.db`` (local
+    time; ``name`` defaults to the source's stem) inside it when ``dest`` is a directory or ends
+    with a path separator.
 
     A time-stamped name already taken (a second backup within the same second) gets the first free
     suffix ``_2``, ``_3``, … (``memory-20261201-150101_2.db``): a generated name never points at
@@ -134,12 +136,12 @@ def destination(dest: str | os.PathLike[str], source: Path, now: datetime | None
     target = Path(os.fspath(dest)).expanduser().absolute()
     if names_a_folder(dest):
         stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
-        name = f"{source.stem}-{stamp}"
-        candidate = target / f"{name}.db"
+        stamped = f"{name or source.stem}-{stamp}"
+        candidate = target / f"{stamped}.db"
         suffix = 1
         while os.path.lexists(candidate):
             suffix += 1
-            candidate = target / f"{name}_{suffix}.db"
+            candidate = target / f"{stamped}_{suffix}.db"
         return candidate
     return target
 
@@ -153,11 +155,12 @@ def names_a_folder(dest: str | os.PathLike[str]) -> bool:
 
 def backup_database(source: str | os.PathLike[str], dest: str | os.PathLike[str], *, force: bool = False,
                     busy_timeout_ms: int = 10_000, pages_per_step: int = PAGES_PER_STEP,
-                    progress: Callable[[int, int], None] | None = None) -> BackupResult:
+                    progress: Callable[[int, int], None] | None = None, name: str | None = None) -> BackupResult:
     """Copy the database ``source`` to ``dest`` (see :func:`destination`) and verify the copy.
 
     Args:
         force: replace an existing destination file (never the source itself).
+        name: the generated file name's part before its time stamp when ``dest`` is a folder.
         progress: called with ``(pages copied, pages in total)`` after each step.
 
     Raises:
@@ -168,7 +171,7 @@ def backup_database(source: str | os.PathLike[str], dest: str | os.PathLike[str]
     src_path = Path(source).expanduser().absolute()
     check_database_path(src_path, must_exist=True)
     generated = names_a_folder(dest)
-    target = destination(dest, src_path)
+    target = destination(dest, src_path, name=name)
     if target.exists():
         if target.is_dir() or os.path.samefile(target, src_path):
             raise OutputError(f"{target} is {'a directory' if target.is_dir() else 'the database itself'}; "
@@ -212,7 +215,6 @@ def _copy(src_path: Path, tmp: Path, busy_timeout_ms: int, pages_per_step: int,
 
 def _verify(tmp: Path, target: Path, source: Path) -> tuple[int, GraphCounts]:
     """Integrity-check the copy of ``source``; returns its schema version and counts."""
-    save = graph_memory_command("export", "-o", "memory-export.jsonl", "--with-weights", database=source)
     copy = Store.open_as_is(tmp)
     try:
         try:
@@ -220,6 +222,7 @@ def _verify(tmp: Path, target: Path, source: Path) -> tuple[int, GraphCounts]:
         except apsw.Error as exc:   # a copy too damaged to be checked (a corrupt source's pages)
             problems = [str(exc)]
         if problems:
+            save = graph_memory_command("export", "-o", "memory-export.jsonl", "--with-weights", database=source)
             raise StoreError(f"the copy for {target} failed its integrity check ({_first_lines(problems)}); "
                              f"it was deleted and {target} left as it was. The source may be damaged: check it "
                              f"with: sqlite3 {shell_quote(source)} 'PRAGMA integrity_check'; save what it holds "
@@ -287,13 +290,13 @@ class RestoreResult:
     counts: GraphCounts
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``restore --json`` object."""
         return {"path": str(self.path), "source": str(self.source),
                 "saved": None if self.saved is None else str(self.saved),
                 "schema_version": self.schema_version, **self.counts.to_dict()}
 
 
-def restore_database(backup: str | os.PathLike[str], database: Path, *, busy_timeout_ms: int = 10_000,
-                     now: datetime | None = None) -> RestoreResult:
+def restore_database(backup: str | os.PathLike[str], database: Path, *, busy_timeout_ms: int = 10_000) -> RestoreResult:
     """Make ``database`` hold the memory of the file ``backup`` (a ``graph-memory backup``, or any
     graph-memory database), losing nothing.
 
@@ -339,13 +342,7 @@ def restore_database(backup: str | os.PathLike[str], database: Path, *, busy_tim
             link_new(staged, database)
             fsync_directory(database.parent)
         else:
-            saved = _replace_saving_first(database, staged, now, busy_timeout_ms)
-    except BaseException as exc:
-        kept = getattr(exc, "restore_saved", None)   # a failure after the copy was saved
-        if kept is not None:   # the database is as it was: the copy saved of it is not needed
-            for leftover in (kept, *side_files(kept)):
-                leftover.unlink(missing_ok=True)
-        raise
+            saved = _replace_saving_first(database, staged, busy_timeout_ms)
     finally:
         for leftover in (staged, *side_files(staged)):
             leftover.unlink(missing_ok=True)
@@ -362,17 +359,18 @@ def restore_database(backup: str | os.PathLike[str], database: Path, *, busy_tim
     return RestoreResult(path=database, source=source, saved=saved, schema_version=version, counts=counts)
 
 
-def _replace_saving_first(database: Path, staged: Path, now: datetime | None, busy_timeout_ms: int) -> Path:
+def _replace_saving_first(database: Path, staged: Path, busy_timeout_ms: int) -> Path:
     """Save what ``database`` holds, then write ``staged`` into it; returns the saved copy.
 
     A write another process commits after the save would be lost by the replace: the save is made
     again when the graph changed since (``graph_version``), checked right before the replace takes
     the write lock, and the restore is refused when the database got opened elsewhere meanwhile.
-    An exception before the replace committed carries the saved copy as ``restore_saved``."""
+    When the replace does not happen the saved copy is removed: the database is as it was."""
     for _ in range(_SAVE_ATTEMPTS):
         if open_elsewhere(database):
             raise _in_use(database)
-        saved = _save_before_restore(database, now, busy_timeout_ms)
+        saved = _save_before_restore(database, busy_timeout_ms)
+        replaced = False
         try:
             with contextlib.closing(Store.open_as_is(saved)) as copy:
                 at_save = copy.run_read(graph_version)
@@ -380,14 +378,14 @@ def _replace_saving_first(database: Path, staged: Path, now: datetime | None, bu
             try:
                 if live.run_read(graph_version) == at_save:
                     live.replace_with(staged)
+                    replaced = True
                     return saved
             finally:
                 live.close()
-        except BaseException as exc:
-            exc.restore_saved = saved   # type: ignore[attr-defined]
-            raise
-        for leftover in (saved, *side_files(saved)):   # written to since the save: save again
-            leftover.unlink(missing_ok=True)
+        finally:
+            if not replaced:   # failed, or written to since the save (then saved again)
+                for leftover in (saved, *side_files(saved)):
+                    leftover.unlink(missing_ok=True)
     raise StoreError(f"the database {database} kept changing while it was being saved before the restore (another "
                      f"program writing to it?); stop it, then run the restore again. Nothing was changed.")
 
@@ -409,6 +407,10 @@ def _stage(source: Path, staged: Path, database: Path, exists: bool, busy_timeou
     Raises:
         StoreError: about ``source`` (the staging file is never named: it is removed).
     """
+    if holds_json_text(source):
+        raise StoreError(f"the backup {source} cannot be restored: it is a memory file in the reference server's "
+                         f"JSONL format, not a backup; merge it in with: "
+                         f"{graph_memory_command('import', source, database=database)}. Nothing was changed.")
     try:
         backup_database(source, staged, force=True, busy_timeout_ms=busy_timeout_ms)
         copy = Store.open_as_is(staged)
@@ -425,14 +427,9 @@ def _stage(source: Path, staged: Path, database: Path, exists: bool, busy_timeou
     except (StoreError, OutputError) as exc:
         # What is wrong with the backup, without the advice meant for a database (to restore into
         # the backup, or set MEMORY_FILE_PATH: found by QA)
-        message = str(exc).replace(str(staged), str(source))
-        if "holds JSON text" in message:
-            reason = (f"it is a memory file in the reference server's JSONL format, not a backup; merge it in "
-                      f"with: {graph_memory_command('import', source, database=database)}")
-        elif "disk holding" in message or "cannot write the backup" in message:
-            reason = f"there is no room for its copy beside the database ({message.split(';')[0]}); free some space"
-        else:
-            reason = message.split(";")[0]
+        reason = str(exc).replace(str(staged), str(source)).split(";")[0]
+        if isinstance(exc.__cause__, apsw.FullError | apsw.IOError):   # writing the copy beside the database
+            reason = f"there is no room for its copy beside the database ({reason}); free some space"
         raise StoreError(f"the backup {source} cannot be restored: {reason}. Nothing was changed.") from exc
 
 
@@ -483,16 +480,12 @@ def open_elsewhere(database: Path) -> bool:
 _SHM_DMS_BYTE = 128
 
 
-def _save_before_restore(database: Path, now: datetime | None, busy_timeout_ms: int) -> Path:
-    """A verified backup of what ``database`` holds, beside it, before a restore replaces it."""
-    stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
-    target = database.with_name(f"{database.stem}-before-restore-{stamp}.db")
-    suffix = 1
-    while os.path.lexists(target):
-        suffix += 1
-        target = database.with_name(f"{database.stem}-before-restore-{stamp}_{suffix}.db")
+def _save_before_restore(database: Path, busy_timeout_ms: int) -> Path:
+    """A verified backup of what ``database`` holds, beside it, before a restore replaces it:
+    ``<stem>-before-restore-YYYYmmdd-HHMMSS.db`` (``_2``… when taken, as backups are named)."""
     try:
-        return backup_database(database, target, busy_timeout_ms=busy_timeout_ms).path
+        return backup_database(database, database.parent, busy_timeout_ms=busy_timeout_ms,
+                               name=f"{database.stem}-before-restore").path
     except StoreError as exc:
         wal, shm, _ = side_files(database)
         raise StoreError(f"what {database} holds now could not be saved before the restore ({exc}); nothing was "

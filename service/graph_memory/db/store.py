@@ -285,7 +285,7 @@ class Store:
         if not path.exists():
             # A log left by a deleted database is kept aside, as a build does: SQLite discarded it
             # silently when a server then created the database (found by QA).
-            _move_orphans_aside(path, before=time.time())
+            set_orphans_aside(path)
             # A memory is personal: create the file readable by its owner only. SQLite gives the
             # -wal and -shm files the same permissions.
             try:
@@ -1136,7 +1136,7 @@ def _snapshot(path: Path) -> tuple[apsw.Connection, Path]:
 def translate(exc: apsw.Error, path: Path) -> StoreError:
     """Turn an apsw error into a StoreError that names the file and what to do."""
     if isinstance(exc, apsw.NotADBError):
-        if _holds_json_text(path):   # the reference server takes any name for its file (found by QA)
+        if holds_json_text(path):   # the reference server takes any name for its file (found by QA)
             named = path.with_suffix(".jsonl")
             database = named.with_suffix(".db")
             importing = ("" if database == path else   # named memory.db itself: renaming it frees the name
@@ -1190,7 +1190,7 @@ def _backup_failed(exc: apsw.Error, source: Path, target: Path) -> StoreError:
     return StoreError(f"backup of {source} into {target.parent} failed ({type(exc).__name__}); {untouched}")
 
 
-def _holds_json_text(path: Path) -> bool:
+def holds_json_text(path: Path) -> bool:
     """Whether the file ``path`` starts (after a BOM and blank space) with a JSON object or array."""
     try:
         with path.open("rb") as file:
