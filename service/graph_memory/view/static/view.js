@@ -25,11 +25,11 @@
     return node;
   }
 
-  // A string holding bidi controls (an unclosed U+202E would reverse the text after it) goes in a
-  // <bdi> of its own, so it cannot reorder its neighbours (found by QA); other strings are text.
   const PAGE_ITEMS = 200; // items of each list per entity page (ENTITY_PAGE_ITEMS in browse.py)
   const MAX_RESULTS = 200; // the most results one search answers (MAX_SEARCH_RESULTS in browse.py)
 
+  // A string holding bidi controls (an unclosed U+202E would reverse the text after it) goes in a
+  // <bdi> of its own, so it cannot reorder its neighbours (found by QA); other strings are text.
   const BIDI_CONTROLS = /[\u202A-\u202E\u2066-\u2069]/;
   function text(value) {
     if (!BIDI_CONTROLS.test(value)) return document.createTextNode(value);
