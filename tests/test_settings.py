@@ -63,3 +63,26 @@ def test_invalid_transport_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMORY_TRANSPORT", "carrier-pigeon")
     with pytest.raises(ValidationError):
         Settings()
+
+
+def test_postgres_driver_advice_installs_the_extra_into_this_interpreter(monkeypatch: pytest.MonkeyPatch,
+                                                                         tmp_path: Path) -> None:
+    """Without psycopg, a PostgreSQL URL is refused saying how to install the driver into the
+    interpreter that runs graph-memory, by the `postgres` extra's own requirement: the advice
+    `pip install 'graph-memory[postgres]'` fetched another project of that name (found by QA)."""
+    import sys
+    import tomllib
+
+    from graph_memory.db.backend import POSTGRES_DRIVER, open_backend
+    from graph_memory.errors import StoreError
+    from graph_memory.settings import Settings
+
+    extras = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert extras["postgres"] == [POSTGRES_DRIVER]
+    monkeypatch.setitem(sys.modules, "graph_memory.db.postgres.backend", None)   # import fails
+    settings = Settings.load(database_url="postgresql://u@127.0.0.1:1/x", file_path=tmp_path / "m.db")
+    with pytest.raises(StoreError) as refused:
+        open_backend(settings, "migrate")
+    assert f"{sys.executable} -m pip install '{POSTGRES_DRIVER}'" in str(refused.value)
+    assert "graph-memory[postgres]" not in str(refused.value)

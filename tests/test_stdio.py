@@ -74,9 +74,9 @@ def by_id(messages: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     return {m["id"]: m for m in messages if "id" in m}
 
 
-def server_env(tmp_path: Path, file_path: Path) -> dict[str, str]:
+def server_env(tmp_path: Path, file_path: Path, **settings: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
-    env.update(MEMORY_FILE_PATH=str(file_path), MEMORY_LOG_FORMAT="json", HOME=str(tmp_path))
+    env.update(MEMORY_FILE_PATH=str(file_path), MEMORY_LOG_FORMAT="json", HOME=str(tmp_path), **settings)
     return env
 
 
@@ -295,9 +295,61 @@ def test_stdio_server_refuses_a_bad_legacy_line_and_leaves_everything_untouched(
     original = legacy.read_bytes()
     messages, stderr, code = run_session(server_env(tmp_path, legacy), handshake(("read_graph", {})))
     assert code == 1
-    assert messages == []
     assert "line 2" in stderr and "--skip-invalid" in stderr and "the legacy file was left as it is" in stderr
+    # The client is told too, in the instructions and by every call (not "connection closed").
+    assert [m["id"] for m in messages] == [0, 1]
+    assert "line 2" in messages[0]["result"]["instructions"]
+    call = messages[1]["result"]
+    assert call["isError"] is True and "--skip-invalid" in call["content"][0]["text"]
     assert legacy.read_bytes() == original
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["memory.jsonl"]   # no database was made
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("profile", ["reference", "memorymesh"])
+async def test_a_refused_start_answers_every_call_with_why_through_the_official_client(
+        tmp_path: Path, profile: str) -> None:
+    """A host told only "connection closed" leaves its user to find the server's log; the
+    reference server, which opens its file on each call, answers such problems per call. So a
+    refused start on stdio lists the profile's tools as usual and answers each call and resource
+    read with the refusal and what to do, then exits 1 when the client leaves. Here: a file that
+    is not a database, then an invalid setting (no Settings at all)."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+    from mcp.shared.exceptions import MCPError
+
+    garbage = tmp_path / "memory.db"
+    garbage.write_bytes(b"not a database " * 100)
+    cases = [(server_env(tmp_path, garbage), "is not a SQLite database"),
+             (server_env(tmp_path, tmp_path / "other.db", MEMORY_MAX_BATCH="many"), "MEMORY_MAX_BATCH")]
+    for env, reason in cases:
+        env["MEMORY_TOOLS"] = profile
+        params = StdioServerParameters(command=str(EXE), args=[], env=env)
+        async with Client(params, mode="legacy") as client:
+            assert reason in (client.instructions or "")
+            tools = [t.name for t in (await client.list_tools()).tools]
+            assert tools[0] == ("create_entities" if profile == "reference" else "add_nodes")
+            for tool in ("read_graph", tools[0], "no_such_tool"):
+                result = await client.call_tool(tool, {})
+                text = result.content[0].text   # type: ignore[union-attr]
+                assert result.is_error and reason in text and "restart this MCP server" in text, text
+                assert (result.structured_content is not None) == (profile == "memorymesh")
+            with pytest.raises(MCPError, match=reason):
+                await client.read_resource("memory://knowledge-graph")
+    assert garbage.read_bytes() == b"not a database " * 100
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["memory.db"]
+
+
+def test_a_refused_start_exits_1_once_the_client_leaves_and_over_http_at_once(tmp_path: Path) -> None:
+    garbage = tmp_path / "memory.db"
+    garbage.write_bytes(b"not a database " * 100)
+    messages, stderr, code = run_session(server_env(tmp_path, garbage), handshake(("open_nodes", {"names": []})))
+    assert code == 1 and [m["id"] for m in messages] == [0, 1] and messages[1]["result"]["isError"]
+    assert stderr.count("graph-memory: error:") == 1 and "is not a SQLite database" in stderr
+    # HTTP: nothing to answer a client through; an orchestrator restarts it and shows the log.
+    done = subprocess.run([str(EXE), "serve", "--transport", "http"], stdin=subprocess.PIPE, capture_output=True,
+                          env={**server_env(tmp_path, garbage), "MEMORY_HTTP_PORT": "0"}, timeout=60)
+    assert done.returncode == 1 and done.stdout == b"" and b"is not a SQLite database" in done.stderr
 
 
 @pytest.mark.anyio

@@ -25,9 +25,10 @@ from graph_memory.hints import graph_memory_command
 from graph_memory.wording import plural
 
 if TYPE_CHECKING:
+    from graph_memory.db.backend import Backend
     from graph_memory.db.backup import GraphCounts
     from graph_memory.importer import ImportRecord, ImportReport
-    from graph_memory.mcp.server import ServerHandle
+    from graph_memory.mcp.server import SdkServer, ServerHandle
     from graph_memory.mcp.tools import ToolSpec
     from graph_memory.settings import Settings
 
@@ -153,9 +154,40 @@ def return_large_buffers_to_the_os() -> bool:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """Open the database (migrating it, importing a legacy file on first start), then serve MCP."""
+    """Open the database (migrating it, importing a legacy file on first start), then serve MCP.
+
+    A start refused on stdio for a client (stdin not a terminal) still serves the session, each
+    call answered with why (:func:`_answer_with_refusal`), and then exits 1.
+    """
     return_large_buffers_to_the_os()
-    settings = _settings(args)
+    try:
+        settings = _settings(args)
+        server, backend, stop = _start_server(settings)
+    except GraphError as exc:
+        return _answer_with_refusal(exc, args)
+    signalled = False
+    try:
+        if settings.transport == "http":
+            from graph_memory.mcp.http import serve_http
+
+            serve_http(server, backend, settings)
+        else:
+            signalled = _serve_stdio_session(server.server, stop, settings.max_reply_bytes)
+    finally:
+        stop()
+    if signalled:   # what a service manager waits for: not the interpreter's ~160 ms teardown (QA)
+        _exit_at_once(signal.SIGTERM, None)
+    return EXIT_OK
+
+
+def _start_server(settings: Settings) -> tuple[ServerHandle, Backend, Callable[[], None]]:
+    """The MCP server over the database ``settings`` name, that database (open, migrated, a legacy
+    file imported on first start), and the function that closes it.
+
+    Raises:
+        GraphError: the start is refused (an invalid schema file, a damaged or locked database, a
+            bad legacy file…); nothing is left open.
+    """
     from graph_memory.logs import get_logger
     from graph_memory.service import first_start, first_start_built, open_backend
 
@@ -191,7 +223,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         backend.close()
         log.info("server_stopped", database=str(backend.path))
 
-    signalled = False
     try:
         first_start(backend, settings, log, lost_build=built == "lost")  # a bad legacy file stops the start here
         from graph_memory.mcp.server import build_server
@@ -199,29 +230,69 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         server = build_server(MemoryService(backend, Limits.from_settings(settings), inverses),
                               extra_tools=typed_tools, profile=settings.tools)
-        log.info("server_ready", transport=settings.transport, backend=backend.kind, database=str(backend.path))
-        if settings.transport == "http":
-            from graph_memory.mcp.http import serve_http
-
-            serve_http(server, backend, settings)
-        else:
-            import anyio
-
-            try:
-                signalled = anyio.run(_serve_stdio, server, stop, settings.max_reply_bytes,
-                                      backend_options=_loop_options())
-            except* BrokenPipeError:
-                # The client stopped reading stdout (it exited, or `… | head`): the session is over.
-                # Every write it acknowledged is committed; stop as on end of input, without a traceback.
-                log.info("client_gone", reason="stdout closed by the client")
-            # Closing down: a further signal stops at once with exit 0, as a second one does while
-            # serving (the event loop gone, it met the default handler: exit 143, found by QA).
-            _exit_at_further_signals()
-    finally:
+    except BaseException:
         stop()
-    if signalled:   # what a service manager waits for: not the interpreter's ~160 ms teardown (QA)
-        _exit_at_once(signal.SIGTERM, None)
-    return EXIT_OK
+        raise
+    log.info("server_ready", transport=settings.transport, backend=backend.kind, database=str(backend.path))
+    return server, backend, stop
+
+
+def _serve_stdio_session(server: SdkServer, on_signal: Callable[[], None], max_reply_bytes: int,
+                         exit_status: int = EXIT_OK) -> bool:
+    """Serve ``server`` on stdin/stdout until the input ends or a signal stops it (:func:`_serve_stdio`);
+    returns whether a signal did. A signal stopping it at once exits with ``exit_status``."""
+    import anyio
+
+    signalled = False
+    try:
+        signalled = anyio.run(_serve_stdio, server, on_signal, max_reply_bytes, exit_status,
+                              backend_options=_loop_options())
+    except* BrokenPipeError:
+        # The client stopped reading stdout (it exited, or `… | head`): the session is over.
+        # Every write it acknowledged is committed; stop as on end of input, without a traceback.
+        from graph_memory.logs import get_logger
+
+        get_logger("graph_memory.cli").info("client_gone", reason="stdout closed by the client")
+    # Closing down: a further signal stops at once, as a second one does while serving (the
+    # event loop gone, it met the default handler: exit 143, found by QA).
+    _exit_at_further_signals(exit_status)
+    return signalled
+
+
+def _answer_with_refusal(exc: GraphError, args: argparse.Namespace) -> int:
+    """A refused start (``exc``: a damaged, locked or unreachable database, an invalid setting or
+    schema file, a bad legacy file). For an MCP client on stdio the message goes to stderr at
+    once, then the session is served with every tool call and resource read answered with it —
+    the reference server, opening its file on each call, answers such problems call by call, and
+    a host told only "server disconnected" leaves the user to find its log. Exits 1 when the
+    client ends the session.
+
+    Raises:
+        GraphError: ``exc`` again in HTTP mode (an orchestrator restarts the server and shows
+            its log) and on a terminal (whoever ran the command reads stderr).
+    """
+    from graph_memory.settings import DEFAULT_MAX_REPLY_BYTES, StartFallback
+
+    settings: Settings | None = getattr(args, "resolved_settings", None)
+    transport: str
+    if settings is not None:
+        transport, profile, max_reply_bytes = settings.transport, settings.tools, settings.max_reply_bytes
+    else:   # the settings are what was refused
+        fallback = StartFallback.load(getattr(args, "transport", None))
+        transport, profile, max_reply_bytes = fallback.transport, fallback.profile, DEFAULT_MAX_REPLY_BYTES
+    if transport != "stdio" or sys.stdin.isatty():
+        raise exc
+    message = _with_path_origin(exc, args)
+    print(f"graph-memory: error: {message}", file=sys.stderr, flush=True)
+    if settings is None:   # logs as they are by default
+        from graph_memory.logs import configure_logging
+
+        configure_logging()
+    from graph_memory.mcp.server import build_refusing_server
+
+    _serve_stdio_session(build_refusing_server(message, profile=profile), lambda: None, max_reply_bytes,
+                         exit_status=EXIT_ERROR)
+    return EXIT_ERROR
 
 
 def _schemas_beside(file_path: Path) -> tuple[Path, int] | None:
@@ -255,7 +326,8 @@ def _loop_options() -> dict[str, bool]:
 STOP_GRACE_SECONDS = 5.0
 
 
-async def _serve_stdio(handle: ServerHandle, on_signal: Callable[[], None], max_reply_bytes: int) -> bool:
+async def _serve_stdio(server: SdkServer, on_signal: Callable[[], None], max_reply_bytes: int,
+                       exit_status: int = EXIT_OK) -> bool:
     """Serve one stdio connection until stdin closes or SIGTERM/SIGINT arrives.
 
     A signal ends the input, as a client closing stdin does: no further request is read, the
@@ -264,7 +336,7 @@ async def _serve_stdio(handle: ServerHandle, on_signal: Callable[[], None], max_
     the call's write had committed (found by QA). Past :data:`STOP_GRACE_SECONDS`, or at a
     second signal, ``on_signal`` runs on the event loop thread (so no tool call is
     mid-transaction: calls run their transaction without yielding to the loop) and the process
-    exits 0 at once. Returns whether a signal stopped it.
+    exits at once with ``exit_status``. Returns whether a signal stopped it.
     """
     import os
 
@@ -279,7 +351,7 @@ async def _serve_stdio(handle: ServerHandle, on_signal: Callable[[], None], max_
     def stop_now() -> None:
         on_signal()
         sys.stderr.flush()
-        os._exit(EXIT_OK)
+        os._exit(exit_status)
 
     async def stop_later() -> None:
         await anyio.sleep(STOP_GRACE_SECONDS)
@@ -301,29 +373,31 @@ async def _serve_stdio(handle: ServerHandle, on_signal: Callable[[], None], max_
 
         tasks.start_soon(stop_on_signal)
         _say_waiting_on_a_terminal()
-        server = handle.server
         async with stdio_streams(max_reply_bytes) as (read_stream, write_stream):
             input_stream = read_stream
             await server.run(read_stream, write_stream, server.create_initialization_options())
         tasks.cancel_scope.cancel()
-    # The signal receiver is gone: from here a further signal stops at once (see cmd_serve, which
-    # sets this again once the event loop has put back the handlers it found).
-    _exit_at_further_signals()
+    # The signal receiver is gone: from here a further signal stops at once (see
+    # _serve_stdio_session, which sets this again once the event loop has put back the handlers it found).
+    _exit_at_further_signals(exit_status)
     return stopping_on_signal
 
 
-def _exit_at_further_signals() -> None:
-    """From now on SIGTERM and SIGINT end the process at once with exit 0 (:func:`_exit_at_once`)."""
+def _exit_at_further_signals(exit_status: int = EXIT_OK) -> None:
+    """From now on SIGTERM and SIGINT end the process at once with ``exit_status`` (:func:`_exit_at_once`)."""
+    import functools
+
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, _exit_at_once)
+        signal.signal(signum, functools.partial(_exit_at_once, exit_status=exit_status))
 
 
-def _exit_at_once(signum: int, frame: object) -> None:
-    """A signal while a stdio server closes down: every acknowledged write is committed; exit 0 now."""
+def _exit_at_once(signum: int, frame: object, exit_status: int = EXIT_OK) -> None:
+    """A signal while a stdio server closes down: every acknowledged write is committed; exit now
+    (0 unless the start was refused)."""
     import os
 
     sys.stderr.flush()
-    os._exit(EXIT_OK)
+    os._exit(exit_status)
 
 
 def _say_waiting_on_a_terminal() -> None:

@@ -85,6 +85,11 @@ class ServeError(GraphError):
     """The server could not start serving (the HTTP port is taken or cannot be bound)."""
 
 
+class StartRefused(GraphError):
+    """A call in a stdio session whose server refused its start (its database, a setting, a file):
+    the message says why and what to fix (``graph_memory.mcp.server.build_refusing_server``)."""
+
+
 class StoreError(GraphError):
     """The database cannot be opened or used: bad path, permissions, not SQLite, corrupt, locked."""
 

@@ -264,6 +264,27 @@ class Settings(BaseSettings):
         return "console" if sys.stderr.isatty() else "json"
 
 
+class StartFallback(BaseSettings):
+    """The two settings a stdio server refusing its start needs when :class:`Settings` are invalid
+    (``graph_memory.cli._answer_with_refusal``): the transport, and the tool profile to list.
+    Read as text, so an invalid value of another setting does not hide them."""
+
+    model_config = SettingsConfigDict(env_prefix="MEMORY_", extra="ignore", frozen=True, env_ignore_empty=True)
+
+    transport: str = Field("stdio", description="MEMORY_TRANSPORT as given.")
+    tools: str = Field("reference", description="MEMORY_TOOLS as given.")
+
+    @classmethod
+    def load(cls, transport: str | None = None) -> StartFallback:
+        """The environment's values; ``transport`` (``serve --transport``) overrides its variable."""
+        return cls.model_validate({} if transport is None else {"transport": transport})
+
+    @property
+    def profile(self) -> Literal["reference", "memorymesh"]:
+        """The tool profile ``tools`` names, ``reference`` when it names none."""
+        return "memorymesh" if self.tools.strip() == "memorymesh" else "reference"
+
+
 class NodePackagePlaces(BaseSettings):
     """Where npm and the Node version managers keep packages, read from the variables they read
     themselves (no ``MEMORY_`` prefix; unset means their defaults). Only ``graph-memory import

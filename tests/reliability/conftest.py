@@ -256,14 +256,20 @@ def start_failure(db: Path, *, env: dict[str, str] | None = None, timeout: float
                   ) -> subprocess.CompletedProcess[str]:
     """Start the stdio server where it must refuse to start; returns the finished process.
 
-    stdin is an open pipe sending an ``initialize`` request, so a server that does start would
-    answer instead of exiting (and the test fails on the exit code)."""
-    init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": HANDSHAKE_VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    stdin is a pipe sending ``initialize``, ``notifications/initialized`` and a ``read_graph``
+    call (ids 1 and 2), then closed: a refusing server answers both with why and exits 1 (see
+    ``_answer_with_refusal`` in graph_memory.cli); one that does start answers read_graph with a
+    graph and exits 0 (the test fails on the exit code)."""
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": HANDSHAKE_VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "read_graph", "arguments": {}}},
+    ]
     proc = subprocess.Popen(server_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env or server_env(db))
     try:
-        out, err = proc.communicate(init + "\n", timeout=timeout)
+        out, err = proc.communicate("".join(json.dumps(line) + "\n" for line in lines), timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate()

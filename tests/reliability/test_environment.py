@@ -12,6 +12,7 @@ Where mounting is not permitted they skip with the reason; as a normal user, ``c
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -41,15 +42,27 @@ def _make_db(path: Path, entities: int = 3) -> Path:
     return path
 
 
-def _assert_refused(result: subprocess.CompletedProcess[str], *needles: str) -> str:
-    """Exit status 1, no protocol output, exactly one error line that contains every needle."""
+def _assert_refused(result: subprocess.CompletedProcess[str], *needles: str, served: bool = True) -> str:
+    """Exit status 1 and exactly one ``graph-memory: error:`` line on stderr that contains every
+    needle; a server (``served``; a command: nothing on stdout) answered its client
+    (:func:`start_failure`) with the same message in the initialize result's instructions and as
+    read_graph's tool error. Returns the line."""
     assert result.returncode == 1, (result.returncode, result.stdout[:500], result.stderr[-2000:])
-    assert result.stdout == "", "a refused start wrote to stdout"
     lines = [line for line in result.stderr.splitlines() if line.startswith("graph-memory: error:")]
     assert len(lines) == 1, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
     for needle in needles:
         assert needle in lines[0], (needle, lines[0])
+    if not served:
+        assert result.stdout == ""
+        return lines[0]
+    said = lines[0].removeprefix("graph-memory: error: ")
+    replies = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [reply["id"] for reply in replies] == [1, 2], result.stdout[:2000]
+    assert said in replies[0]["result"]["instructions"]
+    call = replies[1]["result"]
+    assert call["isError"] is True and "structuredContent" not in call
+    assert said in call["content"][0]["text"] and "restart this MCP server" in call["content"][0]["text"]
     return lines[0]
 
 
@@ -110,7 +123,7 @@ def test_database_folder_not_writable(tmp_path: Path, tmpfs: Any, how: str) -> N
     try:
         db = folder / "memory.db"
         result = start_failure(db) if how == "start" else _import_failure(db, file)
-        line = _assert_refused(result, str(folder), "MEMORY_FILE_PATH")
+        line = _assert_refused(result, str(folder), "MEMORY_FILE_PATH", served=how == "start")
         assert "not writable" in line
         assert os.listdir(folder) == []
     finally:

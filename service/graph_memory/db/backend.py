@@ -50,6 +50,8 @@ from graph_memory.paging import ReadPosition, SearchPosition
 from graph_memory.settings import Settings
 
 T = TypeVar("T")
+# The requirement of pyproject.toml's `postgres` extra (test_postgres_driver_advice keeps them equal).
+POSTGRES_DRIVER = "psycopg[binary,pool]>=3.2"
 
 OpenMode = Literal["migrate", "unmigrated", "current", "readonly"]
 """How a command opens the database: ``migrate`` (serve, import: create it when missing and apply
@@ -657,8 +659,14 @@ def _open_postgres(settings: Settings, mode: OpenMode) -> Backend:
     try:
         from graph_memory.db.postgres.backend import PostgresBackend
     except ImportError as exc:
+        import shlex
+        import sys
+
+        # Into this interpreter, by the extra's requirement: `pip install 'graph-memory[postgres]'`
+        # would fetch another project of that name from PyPI (found by QA).
         raise StoreError(f"MEMORY_DATABASE_URL selects PostgreSQL, but its driver is not installed ({exc}); "
-                         f"install it with: pip install 'graph-memory[postgres]'") from None
+                         f"install it (the 'postgres' extra) with: {shlex.quote(sys.executable)} -m pip install "
+                         f"'{POSTGRES_DRIVER}'") from None
     return PostgresBackend.open(settings, mode)
 
 

@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from graph_memory.errors import Conflict, EntityNotFound, GraphError, InvalidInput, RelationNotFound
+from graph_memory.errors import Conflict, EntityNotFound, GraphError, InvalidInput, RelationNotFound, StartRefused
 from graph_memory.mcp.tools import (
     ADDITIVE,
     DESTRUCTIVE,
@@ -151,6 +151,9 @@ _ADVICE: tuple[tuple[type[GraphError], list[str], list[str]], ...] = (
     (InvalidInput,
      ["Check the arguments against the tool's input schema"],
      ["Fix the arguments the message names", "Repeat the call"]),
+    (StartRefused,
+     ["Tell the user why memory is unavailable: the error names what to fix on their machine"],
+     ["Fix what the error names", "Restart the MCP server"]),
 )
 
 

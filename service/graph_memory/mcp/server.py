@@ -38,7 +38,7 @@ from mcp.shared.exceptions import MCPError
 
 from graph_memory import package_version
 from graph_memory.db.backend import Backend
-from graph_memory.errors import GraphError, InvalidInput, ReplyTooLarge, StoreError
+from graph_memory.errors import GraphError, InvalidInput, ReplyTooLarge, StartRefused, StoreError
 from graph_memory.logs import get_logger
 from graph_memory.mcp import bounds
 from graph_memory.mcp.jsontext import dumps_indent2
@@ -441,6 +441,45 @@ def build_server(memory: MemoryService, *, extra_tools: tuple[ToolSpec, ...] = (
     )
     _set_middleware(server)
     return ServerHandle(server, handlers.subscribers, listen, handlers.idle_catch_up, handlers.external)
+
+
+def refusal_text(reason: str) -> str:
+    """What every call of a server refusing its start answers (:func:`build_refusing_server`)."""
+    return (f"graph-memory could not start, so no memory can be read or stored in this session. {reason}\n"
+            f"Once that is fixed, restart this MCP server (or the application that started it).")
+
+
+def build_refusing_server(reason: str, *, profile: Profile = "reference") -> SdkServer:
+    """The server a refused start serves on stdio (``graph_memory.cli._answer_with_refusal``): the
+    profile's tools and the knowledge-graph resource listed as usual, every tool call an ``isError``
+    result and every resource read an error saying why (:func:`refusal_text` of ``reason``, the
+    refusal's message), and the same in the initialize result's instructions. No database is open.
+    """
+    if profile == "memorymesh":
+        from graph_memory.mcp import memorymesh  # imported only for its profile (cold start)
+
+        tools: tuple[ToolSpec, ...] = memorymesh.profile_tools(())
+    else:
+        tools = TOOLS
+    text = refusal_text(reason)
+
+    async def call_tool(ctx: RequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
+        log.info("tool_refused_start", tool=params.name)
+        if profile == "memorymesh":
+            return _mesh_error(params.name, text, StartRefused(text), params.arguments or {})
+        return _error(text)
+
+    async def read_resource(ctx: RequestContext, params: types.ReadResourceRequestParams
+                            ) -> types.ReadResourceResult:
+        raise MCPError(code=types.INTERNAL_ERROR, message=text)
+
+    server: SdkServer = Server(
+        SERVER_NAME, version=package_version(), instructions=text,
+        on_list_tools=_list_tools(tools), on_call_tool=call_tool,
+        on_list_resources=_list_resources, on_read_resource=read_resource,
+    )
+    _set_middleware(server)
+    return server
 
 
 class _Handlers:
