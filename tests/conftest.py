@@ -6,6 +6,7 @@ Every test gets a fresh database under its own tmp_path; no state is shared betw
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,10 @@ from graph_memory.settings import Settings
 from pgcluster import Cluster, find_bin
 
 configure_logging("warning", "console")
+
+# The suite runs as a user with the venv activated: graph-memory on PATH, so the commands messages
+# suggest start with the bare name (graph_memory.hints.program; its other cases are tested there).
+os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
 
 @pytest.fixture(autouse=True)

@@ -282,3 +282,22 @@ def test_a_failed_start_logs_its_start_before_its_stop(tmp_path: Path) -> None:
     done = subprocess.run([str(EXE)], input="", capture_output=True, text=True, timeout=60, env=env)
     events = [json.loads(x)["event"] for x in done.stderr.splitlines() if x.startswith("{")]
     assert done.returncode == 1 and events == ["server_starting", "server_start_failed"], done.stderr
+
+
+def test_a_database_path_imports_the_legacy_file_of_its_own_name(tmp_path: Path) -> None:
+    """MEMORY_FILE_PATH=mymem.jsonl keeps its database in mymem.db; the other way round,
+    mymem.db imported nothing from mymem.jsonl beside it, without a word (found by QA)."""
+    from test_stdio import EXE, server_env
+
+    (tmp_path / "mymem.jsonl").write_text('{"type":"entity","name":"Mine","entityType":"t","observations":["o"]}\n')
+    (tmp_path / "memory.jsonl").write_text('{"type":"entity","name":"Other","entityType":"t","observations":[]}\n')
+    db = tmp_path / "mymem.db"
+    done = subprocess.run([str(EXE)], input="", capture_output=True, text=True, timeout=60,
+                          env=server_env(tmp_path, db))
+    assert done.returncode == 0, done.stderr
+    store = Store.open(db)
+    try:
+        names = store.run_read(lambda conn: [row[0] for row in conn.execute("SELECT name FROM entities")])
+    finally:
+        store.close()
+    assert names == ["Mine"]

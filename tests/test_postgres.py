@@ -338,8 +338,21 @@ def test_backup_refuses_postgres_with_the_pg_dump_command_and_no_password(pg_set
     with pytest.raises(GraphError) as refused:
         backup(pg_settings, str(tmp_path / "copy"))
     message = str(refused.value)
-    assert "pg_dump --format=custom --file=" in message and "graph-memory export --with-weights" in message
+    assert f"pg_dump --format=custom --file={tmp_path / 'copy'} " in message
+    assert "graph-memory export --with-weights" in message and f"-o {tmp_path / 'copy'}.jsonl" in message
     assert PASSWORD not in message and not (tmp_path / "copy").exists()
+    # A folder, as the README's backup examples give for SQLite: files named in it (pg_dump cannot
+    # write to a folder, and the export went to a hidden file named ".jsonl": found by QA).
+    (tmp_path / "backups").mkdir()
+    for dest in (f"{tmp_path / 'backups'}/", str(tmp_path / "backups")):
+        with pytest.raises(GraphError) as refused:
+            backup(pg_settings, dest)
+        named = re.search(r"--file=(\S+) ", str(refused.value))
+        assert named is not None, str(refused.value)
+        dump = Path(named.group(1))
+        assert dump.parent == tmp_path / "backups" and re.fullmatch(r"memory-\d{8}-\d{6}\.dump", dump.name)
+        assert f"-o {dump.with_suffix('.jsonl')}" in str(refused.value)
+    assert list((tmp_path / "backups").iterdir()) == []
 
 
 def test_cli_healthcheck_stats_and_migrate_name_the_backend_and_mask_the_password(

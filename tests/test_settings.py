@@ -37,6 +37,9 @@ def test_legacy_path_means_sibling_database_and_import_source(tmp_path: Path, mo
 
 def test_database_path_looks_for_legacy_files_beside_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMORY_FILE_PATH", str(tmp_path / "x.db"))
+    assert Settings().legacy_candidates == [tmp_path / "x.jsonl", tmp_path / "x.json", tmp_path / "memory.jsonl",
+                                            tmp_path / "memory.json"]
+    monkeypatch.setenv("MEMORY_FILE_PATH", str(tmp_path / "memory.db"))
     assert Settings().legacy_candidates == [tmp_path / "memory.jsonl", tmp_path / "memory.json"]
 
 

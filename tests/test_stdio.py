@@ -480,6 +480,10 @@ def test_healthcheck_while_the_database_is_built_says_it_is_starting(tmp_path: P
     proc = subprocess.run([str(EXE), "healthcheck"], capture_output=True, env=server_env(tmp_path, db), timeout=30)
     assert proc.returncode == 0 and proc.stdout.decode().startswith("ok: starting:"), proc
     assert build.name in proc.stdout.decode() and not db.exists()
+    for command in ("stats", "export", "backup"):   # said "the server's first start creates it" (QA)
+        args = [str(EXE), command, *([str(tmp_path / "bk.db")] if command == "backup" else [])]
+        proc = subprocess.run(args, capture_output=True, env=server_env(tmp_path, db), timeout=30)
+        assert proc.returncode == 1 and "is being built now, as .memory.db.x1y2z3w4.building" in proc.stderr.decode()
     old = time.time() - STALE_BUILD_SECONDS - 60
     os.utime(build, (old, old))
     proc = subprocess.run([str(EXE), "healthcheck"], capture_output=True, env=server_env(tmp_path, db), timeout=30)

@@ -251,10 +251,13 @@ class Settings(BaseSettings):
     @property
     def legacy_candidates(self) -> list[Path]:
         """Legacy files to import on first start, in order of preference: the legacy file that
-        ``MEMORY_FILE_PATH`` names, else ``memory.jsonl`` then ``memory.json`` next to the database."""
+        ``MEMORY_FILE_PATH`` names, else next to the database the ``.jsonl`` then ``.json`` of its
+        name (``mymem.db``: ``mymem.jsonl``, as ``mymem.jsonl`` names ``mymem.db``; found by QA),
+        then ``memory.jsonl`` and ``memory.json``."""
         if self.file_path.suffix.lower() in LEGACY_SUFFIXES:
             return [self.file_path]
-        return [self.database_path.parent / name for name in LEGACY_NAMES]
+        named = [self.database_path.with_suffix(suffix) for suffix in LEGACY_SUFFIXES]
+        return list(dict.fromkeys([*named, *(self.database_path.parent / name for name in LEGACY_NAMES)]))
 
     @property
     def effective_log_format(self) -> Literal["json", "console"]:

@@ -749,7 +749,10 @@ def restore(settings: Settings, backup_file: str) -> RestoreResult:
 
 
 def postgres_backup_advice(settings: Settings, dest: str) -> str:
-    """Why ``backup`` refuses a PostgreSQL database, with the exact commands that copy it."""
+    """Why ``backup`` refuses a PostgreSQL database, with the exact commands that copy it to
+    ``dest`` (a folder: to time-stamped files in it; pg_dump cannot write to a folder, found by QA)."""
+    import os
+    from datetime import datetime
     from urllib.parse import urlsplit, urlunsplit
 
     from graph_memory.hints import shell_quote
@@ -758,8 +761,13 @@ def postgres_backup_advice(settings: Settings, dest: str) -> str:
     parts = urlsplit(label)
     # The URL without its password (pg_dump takes it from PGPASSWORD or ~/.pgpass).
     url = urlunsplit(parts._replace(netloc=parts.netloc.replace(":***@", "@")))
-    dump = f"pg_dump --format=custom --file={shell_quote(dest)} {shell_quote(url)}"
-    export = graph_memory_command("export", "--with-weights", "-o", dest + ".jsonl", database=label)
+    dump_file, export_file = dest, dest + ".jsonl"
+    if dest.endswith(("/", os.sep)) or Path(dest).is_dir():   # a folder, as for SQLite: files named in it
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        named = Path(dest).absolute() / f"memory-{stamp}"
+        dump_file, export_file = f"{named}.dump", f"{named}.jsonl"
+    dump = f"pg_dump --format=custom --file={shell_quote(dump_file)} {shell_quote(url)}"
+    export = graph_memory_command("export", "--with-weights", "-o", export_file, database=label)
     return (f"graph-memory backup copies SQLite files; the PostgreSQL database {label} is backed up with "
             f"PostgreSQL's own tools, e.g.: {dump} (restore with pg_restore), or as a portable copy of the "
             f"graph with: {export}")

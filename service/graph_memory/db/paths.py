@@ -81,6 +81,12 @@ def check_database_path(path: Path, *, must_exist: bool = False) -> None:
     found = _stat_or_refuse(path, "database")
     if found is None:
         if must_exist:
+            from graph_memory.db.store import build_in_progress  # (store imports this module)
+
+            if (building := build_in_progress(path)) is not None:   # not "the first start creates it" (QA)
+                raise StoreError(f"no database at {path} yet: it is being built now, as {building.name} beside it "
+                                 f"(a first start importing its legacy file, or an import); run this again once "
+                                 f"that is done")
             raise StoreError(f"no database at {path} yet: the server's first start creates it (and imports "
                              f"the memory.jsonl that MEMORY_FILE_PATH names, or that lies beside it), as does "
                              f"{graph_memory_command('import', 'FILE', database=path)}; if your database is "
