@@ -501,6 +501,32 @@ def test_restore_writes_the_backup_into_the_database_and_saves_what_it_held(db_p
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
 
+def test_restore_removes_what_killed_restores_left_and_keeps_a_running_ones(db_path: Path, tmp_path: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """A restore killed by SIGKILL leaves its staged copy (as large as the backup) hidden beside
+    the database; the next restore removes those of processes that are gone."""
+    import subprocess
+
+    seed(db_path)
+    bk = tmp_path / "bk.db"
+    assert run(capsys, "--database", str(db_path), "backup", str(bk))[0] == 0
+    dead_pid = subprocess.Popen(["true"])
+    dead_pid.wait()
+    alive = subprocess.Popen(["sleep", "60"])
+    try:
+        dead = tmp_path / f".memory.db.restoring-{dead_pid.pid}.db"
+        running = tmp_path / f".memory.db.restoring-{alive.pid}.db"
+        for staged in (dead, running):
+            staged.write_bytes(bk.read_bytes())
+            staged.with_name(staged.name + "-wal").write_bytes(b"x")
+        assert run(capsys, "--database", str(db_path), "restore", str(bk))[0] == 0
+        left = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("."))
+        assert left == [running.name, running.name + "-wal"]
+    finally:
+        alive.kill()
+        alive.wait()
+
+
 def test_restore_is_refused_while_another_process_has_the_database_open(db_path: Path, tmp_path: Path,
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     """With a server still running, what it wrote between the save and the restore was in neither

@@ -333,6 +333,7 @@ def restore_database(backup: str | os.PathLike[str], database: Path, *, busy_tim
     if exists and open_elsewhere(database):
         raise _in_use(database)
     database.parent.mkdir(parents=True, exist_ok=True)
+    _remove_dead_stagings(database)
     staged = database.with_name(f".{database.name}.restoring-{os.getpid()}.db")
     saved: Path | None = None
     try:
@@ -397,6 +398,33 @@ def _in_use(database: Path) -> StoreError:
     return StoreError(f"the database {database} is open in another process (a running graph-memory server or "
                       f"view, a sqlite3 shell); stop it, then run the restore again: what it wrote during the "
                       f"restore would be lost. Nothing was changed.")
+
+
+def _remove_dead_stagings(database: Path) -> None:
+    """Remove the staged copies (``.NAME.restoring-PID.db``, up to the backup's size) that restores
+    of ``database`` killed by SIGKILL left behind: those whose process is gone; best effort."""
+    import glob
+
+    for staged in database.parent.glob(f".{glob.escape(database.name)}.restoring-*.db"):
+        pid = staged.name.removesuffix(".db").rpartition("-")[2]
+        if not pid.isdigit() or _running(int(pid)):
+            continue
+        for leftover in (staged, *side_files(staged)):
+            try:
+                leftover.unlink(missing_ok=True)
+            except OSError:
+                continue
+
+
+def _running(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one of another user counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:   # another user's
+        return True
+    return True
 
 
 def _stage(source: Path, staged: Path, database: Path, exists: bool, busy_timeout_ms: int) -> None:
