@@ -16,10 +16,12 @@ from graph_memory.wording import plural
 class ImportRecord:
     """One row of ``legacy_imports`` (migration 0004). ``kind``: ``first_start`` (imported by
     the start that created the database), ``import`` (the import command, not a dry run),
-    ``upgrade`` (the database predates these records: created before schema 4) or ``baseline``
+    ``upgrade`` (the database predates these records: created before schema 4), ``baseline``
     (the legacy file as the first start after that upgrade found it; not imported by this
-    version). File fields are None for ``upgrade``; counts (rows the import created) are None for
-    ``upgrade`` and ``baseline``. Times are ISO 8601 UTC."""
+    version) or ``moved`` (migration 0009: a start found the bytes of a file recorded under
+    another path under this one, its folder moved or copied with the database; not imported
+    again). File fields are None for ``upgrade``; counts (rows the import created) are None for
+    ``upgrade``, ``baseline`` and ``moved``. Times are ISO 8601 UTC."""
 
     kind: str
     path: str | None
@@ -47,6 +49,9 @@ class ImportRecord:
         if self.kind == "baseline":
             return (f"{self.recorded_at} baseline: {file} as found at the first start after the upgrade; "
                     f"not imported by this version, kept to notice later changes")
+        if self.kind == "moved":
+            return (f"{self.recorded_at} moved: {file}: the same bytes as a file recorded before under another "
+                    f"path (the record with this sha256); not imported again, kept to notice later changes")
         how = "imported on the first start" if self.kind == "first_start" else "imported by the import command"
         return (f"{self.recorded_at} {how}: {file}: {plural(self.entities or 0, 'entity', 'entities')}, "
                 f"{plural(self.observations or 0, 'observation')}, {plural(self.relations or 0, 'relation')} "
@@ -62,8 +67,8 @@ def insert_record(conn: Connection, kind: str, *, path: str, size_bytes: int, sh
                   mtime_ns: int, counts: tuple[int | None, int | None, int | None],
                   line_digests: bytes | None = None) -> None:
     """Add one record of kind ``kind`` for the file described (``counts``: entities,
-    observations and relations the import created, or Nones for a ``baseline``;
-    ``line_digests``: :func:`graph_memory.legacy.line_digests` of its lines)."""
+    observations and relations the import created, or Nones for a ``baseline``
+    and ``moved``; ``line_digests``: :func:`graph_memory.legacy.line_digests` of its lines)."""
     columns = "kind, path, size_bytes, sha256, mtime, mtime_ns, entities, observations, relations"
     values: list[Any] = [kind, path, size_bytes, sha256, mtime, mtime_ns, *counts]
     if line_digests is not None:   # named only then: a record without them suits every schema since 0004
