@@ -322,6 +322,39 @@ def test_first_start_imports_the_legacy_file_once_and_creates_no_sqlite_file(pg_
     assert sorted(p.name for p in tmp_path.iterdir()) == ["memory.jsonl"]
 
 
+def test_a_legacy_file_moved_to_another_folder_is_recorded_as_moved_and_new_lines_follow_it(
+        postgres_url: str, tmp_path: Path) -> None:
+    """The same database, its legacy file moved (e.g. into a container's /data): recorded as
+    ``moved`` (migration 0005), nothing imported again; then ``import --new-lines`` of the
+    moved file merges only its new line."""
+    old, new = tmp_path / "a" / "memory.jsonl", tmp_path / "b" / "memory.jsonl"
+    old.parent.mkdir()
+    new.parent.mkdir()
+    old.write_text(_LEGACY, encoding="utf-8")
+
+    def start(legacy: Path) -> Settings:
+        settings = Settings.load(database_url=postgres_url, file_path=legacy)
+        backend = open_backend(settings)
+        try:
+            first_start(backend, settings, get_logger("test"))
+            backend.run_write(lambda g: g.delete_entities(["Bob"]))
+        finally:
+            backend.close()
+        return settings
+
+    start(old)                           # imports Ada and Bob; Bob deleted since
+    new.write_bytes(old.read_bytes())
+    settings = start(new)
+    result = stats(settings)
+    assert [(r.kind, r.path) for r in result.records] == [("first_start", str(old)), ("moved", str(new))]
+    assert result.counts.entities == 1   # Bob stays deleted
+    with new.open("a", encoding="utf-8") as out:
+        out.write('{"type":"entity","name":"Cy","entityType":"person","observations":[]}\n')
+    report = import_file(settings, str(new), new_lines=True)
+    assert (report.entities_created, report.lines_of) == (1, None)
+    assert stats(settings).counts.entities == 2
+
+
 def test_export_of_an_import_is_byte_identical_on_both_backends(pg_settings: Settings, tmp_path: Path) -> None:
     legacy = tmp_path / "in.jsonl"
     legacy.write_text(_LEGACY, encoding="utf-8")

@@ -515,6 +515,9 @@ def _print_import(report: ImportReport) -> None:
     if unchanged := f.get("unchanged_lines", 0):
         print(f"  unchanged:     {plural(unchanged, 'line')} as when the file was last imported, left out "
               f"(--new-lines)")
+    if report.lines_of:
+        print(f"  compared with: the lines recorded for {report.lines_of} (this file has no record under its own "
+              f"path: moved here, or copied with the database)")
     if report.lines_gone:
         print(f"  gone:          {plural(report.lines_gone, 'line')} of the file at its last import "
               f"{'is' if report.lines_gone == 1 else 'are'} no longer in it (removed or edited there); a merge "
@@ -530,7 +533,7 @@ def _print_import(report: ImportReport) -> None:
         more = f" and {len(names) - _LISTED_NAMES} more (--json lists them all)" if len(names) > _LISTED_NAMES else ""
         print(f"  would create:  {shown}{more}")
         if (recorded := report.recorded) is not None and recorded.kind != "upgrade":
-            how = "recorded by" if recorded.kind == "baseline" else "imported into"
+            how = "recorded by" if recorded.kind in ("baseline", "moved") else "imported into"
             print(f"  note:          this file was {how} this database at {recorded.recorded_at}; the entities "
                   f"above are not in it now: added to "
                   f"the file since, or deleted from the memory since (an import brings those back)")

@@ -42,13 +42,13 @@ from graph_memory.legacy import (
 )
 from graph_memory.logs import get_logger
 from graph_memory.merge import BATCH_ROWS, FileTally, merge_records, relates_deleted_entity
-from graph_memory.meshfile import stream_memory_file
+from graph_memory.meshfile import detect, stream_memory_file
 from graph_memory.models import Entity, Relation
 from graph_memory.settings import LEGACY_SUFFIXES
 
 __all__ = ["FileState", "ImportRecord", "ImportReport", "Progress", "export_file", "first_start_import",
-           "load_graph", "log_first_start_import", "plan_graph", "read_legacy_file", "record_path", "refused",
-           "warn_if_legacy_file_changed", "write_atomically"]
+           "load_graph", "log_first_start_import", "moved_from", "plan_graph", "read_legacy_file", "record_path",
+           "refused", "warn_if_legacy_file_changed", "write_atomically"]
 
 log = get_logger("graph_memory.importer")
 
@@ -86,6 +86,9 @@ class ImportReport:
     relations_left_out: int = 0       # new lines relating an entity deleted here since (--new-lines)
     # --new-lines: lines of the file at its last import it no longer holds (removed or edited there)
     lines_gone: int | None = None
+    # --new-lines on a file recorded under another path only (moved here): that path, whose
+    # recorded lines were the ones left out
+    lines_of: str | None = None
     file: dict[str, int] = field(default_factory=dict)
     skipped_lines: list[tuple[int, str]] = field(default_factory=list)
     invalid_lines: list[tuple[int, str]] = field(default_factory=list)
@@ -130,6 +133,7 @@ class ImportReport:
             "invalid_lines": [{"line": n, "reason": r} for n, r in self.invalid_lines],
             "replaced_utf8_lines": self.replaced_utf8_lines,
             **({"lines_gone": self.lines_gone} if self.lines_gone is not None else {}),
+            **({"lines_of": self.lines_of} if self.lines_of is not None else {}),
             **({"entities_to_create": self.entities_to_create,
                 "recorded": self.recorded.to_dict() if self.recorded else None} if self.dry_run else {}),
         }
@@ -447,7 +451,9 @@ def first_start_import(backend: Backend, candidates: list[Path], *, progress: Pr
     - Every other start compares the file with its latest record (size and mtime, then sha256)
       and, when it changed or was never imported, logs one warning (``legacy_file_changed`` or
       ``legacy_file_not_imported``) with the command that merges it. Nothing is merged or
-      recorded then.
+      recorded then, except for a file with no record under its path but the bytes of a record
+      of another path (its folder moved with the database): that is logged at info
+      (``legacy_file_moved``) and recorded as kind ``moved`` under its new path.
 
     - ``lost_build``: this start built the database beside its name, but another process created
       it meanwhile (e.g. ``graph-memory import`` of another file, which settles the duty): the
@@ -623,6 +629,73 @@ def _record_baseline(backend: Backend, state: FileState) -> None:
                  merge_command=graph_memory_command("import", state.path, database=backend.path))
 
 
+def _file_digests(data: bytes, path: str) -> bytes | None:
+    """The :func:`~graph_memory.legacy.line_digests` of a file recorded without an import (a
+    moved file); best effort: None (the record can then only be merged whole) when
+    they cannot be had, since a start must not fail for a record."""
+    try:
+        return line_digests(data, detect(data))
+    except Exception as exc:  # a record's extra only; the server serves all the same
+        log.warning("legacy_line_digests_not_recorded", path=path, error=str(exc)[:500])
+        return None
+
+
+def _recorded_elsewhere(records: Sequence[ImportRecord], path: str) -> list[ImportRecord]:
+    """The records of files under another path than ``path``, oldest first."""
+    return [r for r in records if r.path is not None and r.path != path]
+
+
+def moved_from(backend: Backend, file: str | os.PathLike[str]) -> tuple[ImportRecord, bool] | None:
+    """For a legacy ``file`` the database has no record of under its own path: the record of
+    another path it may have been moved (or copied with the database) from, and whether its bytes
+    are that record's. First the newest record of the same size and sha256 (hashed only when
+    some record has the file's size), else the newest of a file of the same name (perhaps moved,
+    then changed). None when neither is found, or ``file`` is not a regular file (a pipe is read
+    only once)."""
+    path = record_path(file)
+    if not Path(path).is_file():
+        return None
+    others = _recorded_elsewhere(backend.run_read(lambda g: g.import_records()), path)
+    size = Path(path).stat().st_size
+    if any(r.size_bytes == size for r in others):
+        state = FileState.of(path)
+        same = [r for r in others if (r.size_bytes, r.sha256) == (state.size_bytes, state.sha256)]
+        if same:
+            return same[-1], True
+    named = [r for r in others if r.path is not None and Path(r.path).name == Path(path).name]
+    return (named[-1], False) if named else None
+
+
+def _record_moved(backend: Backend, legacy_path: Path, recorded: ImportRecord) -> None:
+    """``legacy_path`` holds the bytes recorded under ``recorded.path``: its folder moved (or was
+    copied with the database). Record its state under its own path as kind ``moved`` (nothing is
+    imported), with the digests of its lines, so later starts and ``import --new-lines`` compare
+    it as usual; said at info, not warned. A file that changed meanwhile is left to the next
+    start; a record that cannot be written (a read-only database) only leaves it unrecorded."""
+    state, data = FileState.read(legacy_path)
+    if (state.size_bytes, state.sha256) != (recorded.size_bytes, recorded.sha256):
+        return
+    digests = _file_digests(data, state.path)
+    del data
+
+    def run(g: Graph) -> bool:
+        if g.latest_record(state.path) is not None:  # another start recorded it meanwhile
+            return False
+        _insert_record(g, "moved", state, None, digests)
+        return True
+
+    error: str | None = None
+    try:
+        wrote: bool | None = backend.run_write(run)
+    except GraphError as exc:
+        wrote, error = None, str(exc)[:500]
+    log.info("legacy_file_moved", path=state.path, recorded_path=recorded.path, database=str(backend.path),
+             recorded_kind=recorded.kind, recorded_at=recorded.recorded_at, sha256=state.sha256,
+             recorded=wrote is not None, **({"error": error} if error else {}),
+             note="the file has the bytes recorded under the other path (moved, or copied with the database): "
+                  "nothing was imported; it is compared under its new path from now on")
+
+
 def warn_if_legacy_file_changed(backend: Backend, legacy_path: Path) -> str | None:
     """Compare ``legacy_path`` with its latest import record and log one warning when it differs
     (size and mtime first; the sha256 only when those differ, so an unchanged file costs a stat).
@@ -639,34 +712,71 @@ def warn_if_legacy_file_changed(backend: Backend, legacy_path: Path) -> str | No
         return None
     if latest is not None and (latest.size_bytes, latest.mtime_ns) == (stat.st_size, stat.st_mtime_ns):
         return _warn_if_baseline_never_merged(backend, latest, path)
+    if latest is None:
+        return _warn_if_never_imported(backend, legacy_path, path, stat)
+    state = FileState.of(path)
+    if latest.sha256 == state.sha256:
+        return _warn_if_baseline_never_merged(backend, latest, path)  # touched, same bytes
+    newer = latest.mtime_ns is not None and state.mtime_ns > latest.mtime_ns
+    changed = (f"the legacy file {path} is {'newer than' if newer else 'different from'} what was "
+               f"{'recorded' if latest.kind in ('baseline', 'moved') else 'imported'} into {backend.path} at "
+               f"{latest.recorded_at}; it was not merged. ")
+    command, how = _merge_advice(backend, path, backend.run_read(lambda g: g.line_digests(path)) is not None)
+    log.warning("legacy_file_changed", path=path, database=str(backend.path), recorded_kind=latest.kind,
+                recorded_at=latest.recorded_at, recorded_size_bytes=latest.size_bytes, recorded_mtime=latest.mtime,
+                size_bytes=state.size_bytes, mtime=state.mtime, message=changed + how, merge_command=command)
+    return "legacy_file_changed"
+
+
+def _merge_advice(backend: Backend, path: str, digests: bool) -> tuple[str, str]:
+    """The command that merges the changed legacy file ``path`` and the sentences that say what it
+    does: ``import --new-lines`` when the record it is compared with kept line ``digests``, else
+    the whole-file merge, with the warning that it brings back what was deleted since."""
+    if digests:
+        command = graph_memory_command("import", "--new-lines", path, database=backend.path)
+        return command, (f"To merge what changed in it since (its new and edited lines; what was deleted from the "
+                         f"memory since stays deleted) run: {command} (add --dry-run to see first what it would add)")
     command = graph_memory_command("import", path, database=backend.path)
-    if latest is None:  # nothing to compare with: the stat says all the warning needs (no hashing)
+    return command, (f"An import merges the whole file (existing entities gain only what they lack), so whatever "
+                     f"was deleted from the memory since then comes back too: first see what it would add, entity "
+                     f"by entity, with: {graph_memory_command('import', '--dry-run', path, database=backend.path)}; "
+                     f"then merge it with: {command}")
+
+
+def _warn_if_never_imported(backend: Backend, legacy_path: Path, path: str, stat: os.stat_result) -> str | None:
+    """``legacy_path`` has no record under its own ``path``. With the bytes of a record of another
+    path it is that file moved here (:func:`_record_moved`: no warning). With the name of one
+    (but other bytes) it may be that file moved and changed since: the warning says that a
+    whole-file merge brings back what was deleted, as for a changed file. Else it was never
+    imported (the stat says all that warning needs; a file is hashed only when some record has
+    its size)."""
+    found = moved_from(backend, legacy_path)
+    if found is not None and found[1]:
+        _record_moved(backend, legacy_path, found[0])
+        return None
+    if found is None:
+        command = graph_memory_command("import", path, database=backend.path)
         log.warning("legacy_file_not_imported", path=path, database=str(backend.path), size_bytes=stat.st_size,
                     mtime=_iso(stat.st_mtime_ns),
                     message=f"the legacy file {path} was never imported into {backend.path} and is not merged "
                             f"automatically; to merge it run: {command}",
                     merge_command=command)
         return "legacy_file_not_imported"
-    state = FileState.of(path)
-    if latest.sha256 == state.sha256:
-        return _warn_if_baseline_never_merged(backend, latest, path)  # touched, same bytes
-    newer = latest.mtime_ns is not None and state.mtime_ns > latest.mtime_ns
-    changed = (f"the legacy file {path} is {'newer than' if newer else 'different from'} what was "
-               f"{'recorded' if latest.kind == 'baseline' else 'imported'} into {backend.path} at "
-               f"{latest.recorded_at}; it was not merged. ")
-    if backend.run_read(lambda g: g.line_digests(path)) is not None:
-        command = graph_memory_command("import", "--new-lines", path, database=backend.path)
-        how = (f"To merge what changed in it since (its new and edited lines; what was deleted from the memory "
-               f"since stays deleted) run: {command} (add --dry-run to see first what it would add)")
-    else:
-        how = (f"An import merges the whole file (existing entities gain only what they lack), so whatever was "
-               f"deleted from the memory since then comes back too: first see what it would add, entity by "
-               f"entity, with: {graph_memory_command('import', '--dry-run', path, database=backend.path)}; then "
-               f"merge it with: {command}")
-    log.warning("legacy_file_changed", path=path, database=str(backend.path), recorded_kind=latest.kind,
-                recorded_at=latest.recorded_at, recorded_size_bytes=latest.size_bytes, recorded_mtime=latest.mtime,
-                size_bytes=state.size_bytes, mtime=state.mtime, message=changed + how, merge_command=command)
-    return "legacy_file_changed"
+    recorded = found[0]
+    old_path = recorded.path or ""
+    digests = backend.run_read(lambda g: g.line_digests(old_path)) is not None
+    command, how = _merge_advice(backend, path, digests)
+    what = "imported into" if recorded.kind in ("first_start", "import") else "recorded by"
+    log.warning("legacy_file_not_imported", path=path, database=str(backend.path), size_bytes=stat.st_size,
+                mtime=_iso(stat.st_mtime_ns), recorded_path=recorded.path, recorded_kind=recorded.kind,
+                recorded_at=recorded.recorded_at,
+                message=f"the legacy file {path} was never imported into {backend.path} under this path, but a file "
+                        f"of the same name, {recorded.path}, was {what} it at {recorded.recorded_at}; if this is "
+                        f"that file, moved here (or copied with the database) and changed since, it was not "
+                        f"merged. " + how + (" (its lines are compared with those recorded for "
+                                             f"{recorded.path})" if digests else ""),
+                merge_command=command)
+    return "legacy_file_not_imported"
 
 
 def _warn_if_baseline_never_merged(backend: Backend, latest: ImportRecord, path: str) -> str | None:

@@ -55,6 +55,7 @@ from graph_memory.importer import (
     first_start_import,
     load_graph,
     log_first_start_import,
+    moved_from,
     plan_graph,
     read_legacy_file,
     record_path,
@@ -980,7 +981,7 @@ def import_file(settings: Settings, file: str, *, skip_invalid: bool = False, dr
         StoreError: the database cannot be opened or written (nothing was).
     """
     path = settings.database_label
-    known = _imported_lines(settings, file, dry_run) if new_lines else frozenset()
+    known, lines_of = _imported_lines(settings, file, dry_run) if new_lines else (frozenset(), None)
     new = not dry_run and backends.database_missing(settings)
     # Into a graph that is empty the file is read once: nothing stored can merge with a repeat in
     # it, so the merge's reading is its check (8.8 s of a 1,000,000-entity file; issue 15).
@@ -1017,31 +1018,38 @@ def import_file(settings: Settings, file: str, *, skip_invalid: bool = False, dr
     else:
         with opened(settings, "migrate") as backend:
             report = load(backend, legacy)
-    report.lines_gone = gone
+    report.lines_gone, report.lines_of = gone, lines_of
     return report
 
 
-def _imported_lines(settings: Settings, file: str, dry_run: bool) -> frozenset[bytes]:
+def _imported_lines(settings: Settings, file: str, dry_run: bool) -> tuple[frozenset[bytes], str | None]:
     """The digests of the lines ``file`` had when it was last imported into the database (for a
-    dry run read as it is; else migrated first, as the import will).
+    dry run read as it is; else migrated first, as the import will), and None; or, for a file
+    recorded only under another path (its folder moved, or copied with the database:
+    :func:`graph_memory.importer.moved_from`), those of that path's newest record, and that path.
 
     Raises:
         InvalidInput: no database, or no record of the file's lines in it (never imported into it,
             or by a version before these records); the message says what to do instead.
     """
     whole = graph_memory_command("import", "--dry-run", Path(file).absolute(), database=settings.database_label)
-    digests = None
+    digests, lines_of = None, None
     if not backends.database_missing(settings):
         with opened(settings, "current" if dry_run else "migrate") as backend:
             if backend.has_graph():
                 digests = backend.run_read(lambda g: g.line_digests(record_path(file)))
+                if digests is None and backend.run_read(lambda g: g.latest_record(record_path(file))) is None \
+                        and (found := moved_from(backend, file)) is not None:
+                    lines_of = found[0].path or ""
+                    digests = backend.run_read(lambda g: g.line_digests(lines_of))
     if digests is None:
-        raise InvalidInput(f"--new-lines: {settings.database_label} has no record of the lines of {file} (it was "
-                           f"never imported into it, or by a version that kept none, or it is one JSON document, "
-                           f"which has no lines), so nothing tells its new lines "
+        elsewhere = f" (nor of {lines_of}, a file of the same name recorded before)" if lines_of else ""
+        raise InvalidInput(f"--new-lines: {settings.database_label} has no record of the lines of {file}{elsewhere} "
+                           f"(it was never imported into it, or by a version that kept none, or it is one JSON "
+                           f"document, which has no lines), so nothing tells its new lines "
                            f"from those imported before. Without --new-lines the whole file is merged, bringing back "
                            f"what was deleted since; see what that would add first with: {whole}")
-    return known_lines(digests)
+    return known_lines(digests), lines_of
 
 
 def _graph_is_empty(settings: Settings) -> bool:
