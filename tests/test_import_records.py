@@ -28,6 +28,7 @@ from graph_memory.db.store import Store
 from graph_memory.errors import LegacyFormatError
 from graph_memory.hints import graph_memory_command
 from graph_memory.importer import first_start_import
+from graph_memory.legacy import LineDigester, line_digests
 from graph_memory.logs import configure_logging, get_logger
 from graph_memory.models import Entity, Relation
 from graph_memory.settings import Settings
@@ -394,6 +395,51 @@ def test_an_upgrade_start_without_a_legacy_file_records_no_baseline(tmp_path: Pa
     finally:
         store.close()
     assert [r["kind"] for r in records(db)] == ["upgrade"]
+
+
+def test_the_baseline_of_an_upgraded_database_records_line_digests_so_new_lines_works(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    db, legacy = tmp_path / "memory.db", tmp_path / "memory.jsonl"
+    legacy.write_bytes(GOOD)
+    schema_3_database(db, monkeypatch, entities=[])   # the file imported then everything deleted, say
+    assert start_and_close(db) is None                # the first start after the upgrade: baseline
+    store = Store.open(db)
+    try:
+        (digests,) = store.conn.execute("SELECT line_digests FROM legacy_imports WHERE kind = 'baseline'").fetchone()
+    finally:
+        store.close()
+    assert digests == line_digests(GOOD)
+
+    legacy.write_bytes(GOOD + MORE)
+    done = serve(tmp_path, db)
+    assert done.returncode == 0, done.stderr
+    (warning,) = [e for e in events(done.stderr) if e["level"] == "warning"]
+    assert warning["event"] == "legacy_file_changed" and "--new-lines" in str(warning["merge_command"])
+    code, out, err = run_cli(capsys, *shlex.split(str(warning["merge_command"]))[1:])
+    assert code == 0, err
+    assert contents(db) == (["Carol"], [])   # only the new line: what was deleted stays deleted
+    assert "unchanged:     4 lines" in out
+
+
+def test_a_baseline_whose_line_digests_fail_still_lets_the_server_start(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Fault injection only (digests that cannot be had, say memory ran out): the baseline is
+    recorded without them, a warning says so, and the start goes on."""
+    db, legacy = tmp_path / "memory.db", tmp_path / "memory.jsonl"
+    legacy.write_bytes(GOOD)
+    schema_3_database(db, monkeypatch, entities=[])
+
+    class Failing(LineDigester):
+        def feed(self, piece: bytes) -> None:
+            raise MemoryError
+
+    monkeypatch.setattr(importer, "LineDigester", Failing)
+    configure_logging("info", "json")  # onto the captured stderr
+    capsys.readouterr()
+    assert start_and_close(db) is None
+    assert [r["kind"] for r in records(db)] == ["upgrade", "baseline"]
+    (warning,) = [e for e in events(capsys.readouterr().err) if e["event"] == "legacy_line_digests_not_recorded"]
+    assert warning["error"] == "MemoryError" and warning["level"] == "warning"
 
 
 # -- a legacy file that changed after its import --------------------------------------------------

@@ -15,8 +15,10 @@ from hypothesis import strategies as st
 from graph_memory.errors import LegacyFormatError
 from graph_memory.legacy import (
     LegacyGraph,
+    LineDigester,
     SkippedLine,
     iter_legacy_lines,
+    line_digests,
     parse_legacy,
     read_legacy,
     write_legacy,
@@ -652,3 +654,51 @@ def test_lines_read_as_bytes_read_as_decoded_lines_do() -> None:
     assert [s.line for s in whole.invalid_lines] == [9, 12, 13, 14]
     assert [s.line for s in whole.skipped_lines] == [10, 11]
     assert "Raw\x01" in [e.name for e in whole.entities]  # the tolerant reader takes a raw control character
+
+
+_ENTITY = b'{"type":"entity","name":"A","entityType":"t","observations":["x"]}'
+_RELATION = b'{"type":"relation","from":"A","to":"B","relationType":"r"}'
+
+
+@pytest.mark.parametrize("data", [
+    _ENTITY + b"\n" + _RELATION + b"\n",                       # the usual file
+    _ENTITY + b"\n" + _RELATION,                               # no final newline
+    b"\xef\xbb\xbf" + _ENTITY + b"\r\n\r\n  \n" + _RELATION + b"\r\n",   # BOM, CRLF, blank lines
+    _ENTITY.replace(b'"x"', b'"caf\xe9"') + b"\n" + _RELATION + b"\n",   # Latin-1: not UTF-8
+    b"\xe9" + _ENTITY + b"\n" + _RELATION + b"\n",               # a bad byte on the first line
+    _ENTITY + b"\n",                                            # one line: the whole file decides
+    _ENTITY,                                                    # one line, no newline
+    b'{"entities": [], "relations": []}\n',                     # the single-document form
+    b'{\n  "entities": [],\n  "relations": []\n}\n',            # the same, pretty-printed
+    b"",                                                        # empty
+    b"\n\n",                                                    # blank
+    ("\n".join(f'{{"type":"entity","name":"n{i}","entityType":"t","observations":["{"é" * i}"]}}'
+               for i in range(300))).encode(),                  # lines cut by the pieces below
+], ids=["usual", "no-final-newline", "bom-crlf-blank", "latin1", "bad-first-line", "one-line", "one-line-bare",
+        "document", "document-pretty", "empty", "blank", "many"])
+def test_line_digests_fed_in_pieces_equal_those_of_the_whole_file(data: bytes) -> None:
+    """A baseline or a moved file records its line digests without holding the file whole
+    (LineDigester); they must be the import's (line_digests), or None when only the whole
+    file can tell (the caller then reads it whole)."""
+    for piece in (1, 7, 64, 1 << 20):
+        digester = LineDigester()
+        for start in range(0, len(data), piece):
+            digester.feed(data[start:start + piece])
+        got = digester.digests()
+        assert got is None or got == line_digests(data), piece
+        if data.count(b"\n") >= 2 and data.strip().startswith(b'{"type"'):   # surely lines: no whole read
+            assert got == line_digests(data), piece
+
+
+@settings(max_examples=200, deadline=None)
+@given(parts=st.lists(st.sampled_from([_ENTITY, _RELATION, b"", b"  ", b"\r", b"\xe9", b"\xef\xbb\xbf", b"{",
+                                       b'"x"', b"\xc3\xa9"]), max_size=12),
+       newlines=st.lists(st.booleans(), min_size=12, max_size=12), piece=st.integers(1, 40))
+def test_line_digests_fed_in_pieces_never_differ_from_the_whole_files(parts: list[bytes], newlines: list[bool],
+                                                                      piece: int) -> None:
+    data = b"".join(p + (b"\n" if nl else b"") for p, nl in zip(parts, newlines, strict=False))
+    digester = LineDigester()
+    for start in range(0, len(data), piece):
+        digester.feed(data[start:start + piece])
+    got = digester.digests()
+    assert got is None or got == line_digests(data)

@@ -37,6 +37,7 @@ from graph_memory.legacy import (
     LegacyRecord,
     LegacyRelation,
     LegacyStream,
+    LineDigester,
     line_digests,
     write_legacy,
 )
@@ -365,9 +366,10 @@ class FileState:
     mtime_ns: int
 
     @classmethod
-    def of(cls, path: str | os.PathLike[str]) -> FileState:
-        """Stat and hash ``path`` (read once, in 1 MiB chunks), for comparing a file with its
-        record. An import uses :meth:`read`, which hashes the very bytes it imports.
+    def of(cls, path: str | os.PathLike[str], feed: Callable[[bytes], None] | None = None) -> FileState:
+        """Stat and hash ``path`` (read once, in 1 MiB chunks, each also given to ``feed``), for
+        comparing a file with its record. An import uses :meth:`read`, which hashes the very
+        bytes it imports.
 
         Raises:
             LegacyFormatError: the file cannot be read.
@@ -377,6 +379,8 @@ class FileState:
             stat = os.fstat(handle.fileno())
             while chunk := handle.read(_HASH_CHUNK):
                 digest.update(chunk)
+                if feed is not None:
+                    feed(chunk)
         return cls(name, stat.st_size, digest.hexdigest(), stat.st_mtime_ns)
 
     @classmethod
@@ -447,7 +451,8 @@ def first_start_import(backend: Backend, candidates: list[Path], *, progress: Pr
     - A database from before 0004 (upgraded, recorded as kind ``upgrade``) is never imported
       into: whether it once imported the file, or its user deleted everything since, cannot be
       told. Its first start records the file's current state as kind ``baseline`` (not imported
-      by this version), so later changes are noticed.
+      by this version) with the digests of its lines, so later changes are noticed and
+      ``import --new-lines`` merges only them.
     - Every other start compares the file with its latest record (size and mtime, then sha256)
       and, when it changed or was never imported, logs one warning (``legacy_file_changed`` or
       ``legacy_file_not_imported``) with the command that merges it. Nothing is merged or
@@ -496,7 +501,7 @@ def _check_legacy_file(backend: Backend, legacy_path: Path, *, baseline: bool) -
     unreadable file) is logged, the server starts all the same and an owed baseline stays owed."""
     try:
         if baseline:
-            _record_baseline(backend, FileState.of(legacy_path))
+            _record_baseline(backend, legacy_path)
         warn_if_legacy_file_changed(backend, legacy_path)
     except GraphError as exc:  # a check only: the server serves all the same
         log.warning("legacy_file_not_checked", path=str(legacy_path), database=str(backend.path),
@@ -610,34 +615,59 @@ def _settle_without_file(backend: Backend) -> None:
         log.warning("legacy_first_start_not_settled", database=str(backend.path), error=str(exc)[:500])
 
 
-def _record_baseline(backend: Backend, state: FileState) -> None:
-    """The first start after the upgrade to 0004: record ``state`` unless the file has a record
-    already (a ``graph-memory import`` of it ran since), clearing the duty."""
+def _record_baseline(backend: Backend, legacy_path: Path) -> None:
+    """The first start after the upgrade to 0004: record the file's state, with the digests of
+    its lines (so ``import --new-lines`` can later merge only what changed in it), unless the
+    file has a record already (a ``graph-memory import`` of it ran since), clearing the duty."""
+    state, digests = _state_and_digests(legacy_path)
+
     def run(g: Graph) -> bool:
         if not g.take_first_start("baseline"):
             return False
         if g.latest_record(state.path) is not None:
             return False
-        _insert_record(g, "baseline", state, None)
+        _insert_record(g, "baseline", state, None, digests)
         return True
 
     if backend.run_write(run):
         log.info("legacy_file_baseline", path=state.path, database=str(backend.path), size_bytes=state.size_bytes,
-                 sha256=state.sha256, mtime=state.mtime,
+                 sha256=state.sha256, mtime=state.mtime, line_digests=digests is not None,
                  note="the database predates import records; the file was not imported, its state is "
                       "recorded so later changes are noticed",
                  merge_command=graph_memory_command("import", state.path, database=backend.path))
 
 
-def _file_digests(data: bytes, path: str) -> bytes | None:
-    """The :func:`~graph_memory.legacy.line_digests` of a file recorded without an import (a
-    moved file); best effort: None (the record can then only be merged whole) when
-    they cannot be had, since a start must not fail for a record."""
+def _state_and_digests(legacy_path: Path) -> tuple[FileState, bytes | None]:
+    """The state of a file recorded without an import (a baseline, a moved file) and the
+    :func:`~graph_memory.legacy.line_digests` of its lines, read a MiB at a time (never held
+    whole; only a file whose first line leaves open whether it is one JSON document is read again
+    whole for them). The digests are best effort: None (the record can then only be merged
+    whole) when they cannot be had, since a start must not fail for a record.
+
+    Raises:
+        LegacyFormatError: the file cannot be read.
+    """
+    digester, failed = LineDigester(), list[Exception]()
+
+    def feed(piece: bytes) -> None:
+        if not failed:
+            try:
+                digester.feed(piece)
+            except Exception as exc:  # a record's extra only (e.g. MemoryError)
+                failed.append(exc)
+
+    state = FileState.of(legacy_path, feed)
     try:
-        return line_digests(data, detect(data))
-    except Exception as exc:  # a record's extra only; the server serves all the same
-        log.warning("legacy_line_digests_not_recorded", path=path, error=str(exc)[:500])
-        return None
+        if failed:
+            raise failed[0]
+        digests = digester.digests()
+        if digests is None:   # perhaps one JSON document: only the whole file tells
+            again, data = FileState.read(legacy_path)
+            digests = line_digests(data, detect(data)) if again.sha256 == state.sha256 else None
+    except Exception as exc:  # the server serves all the same
+        log.warning("legacy_line_digests_not_recorded", path=state.path, error=str(exc)[:500] or type(exc).__name__)
+        digests = None
+    return state, digests
 
 
 def _recorded_elsewhere(records: Sequence[ImportRecord], path: str) -> list[ImportRecord]:
@@ -672,11 +702,9 @@ def _record_moved(backend: Backend, legacy_path: Path, recorded: ImportRecord) -
     imported), with the digests of its lines, so later starts and ``import --new-lines`` compare
     it as usual; said at info, not warned. A file that changed meanwhile is left to the next
     start; a record that cannot be written (a read-only database) only leaves it unrecorded."""
-    state, data = FileState.read(legacy_path)
+    state, digests = _state_and_digests(legacy_path)
     if (state.size_bytes, state.sha256) != (recorded.size_bytes, recorded.sha256):
         return
-    digests = _file_digests(data, state.path)
-    del data
 
     def run(g: Graph) -> bool:
         if g.latest_record(state.path) is not None:  # another start recorded it meanwhile

@@ -63,6 +63,7 @@ __all__ = [
     "LegacyRecord",
     "LegacyRelation",
     "LegacyStream",
+    "LineDigester",
     "SkippedLine",
     "UnchangedEntity",
     "iter_legacy_lines",
@@ -783,6 +784,67 @@ def line_digests(data: bytes, dialect: Dialect = REFERENCE) -> bytes | None:
         if line.strip(b" \t\r\n"):
             out += line_digest(line if error is None else line.decode("utf-8", "replace").encode("utf-8"))
     return bytes(out)
+
+
+class LineDigester:
+    """:func:`line_digests` of a file fed a piece at a time (:meth:`feed`), so a file recorded
+    without an import (a baseline, a moved file) need not be held whole: the same digests, or,
+    from :meth:`digests`, None when only the whole file can tell (its first line is not one
+    complete JSON value followed by more: perhaps the single-document form)."""
+
+    def __init__(self) -> None:
+        self._out = bytearray()
+        self._rest = b""
+        self._first: bytes | None = None
+        self._more = False          # anything but whitespace after the first line
+
+    def feed(self, piece: bytes) -> None:
+        """The next bytes of the file."""
+        data = self._rest + piece
+        end = data.rfind(b"\n")
+        if end == -1:
+            self._rest = data
+            return
+        block, self._rest = data[:end], data[end + 1:]
+        try:
+            block.decode("utf-8")   # one check for the whole block (a newline never splits a sequence)
+            valid = True
+        except UnicodeDecodeError:
+            valid = False
+        for line in block.split(b"\n"):
+            self._line(line, valid)
+
+    def _line(self, line: bytes, valid: bool) -> None:
+        if self._first is None:
+            line = line.removeprefix(_BOM_BYTES)
+            self._first = line
+        elif not self._more and _NOT_JSON_WS.search(line):
+            self._more = True
+        if line.strip(b" \t\r\n"):
+            self._out += line_digest(line if valid else line.decode("utf-8", "replace").encode("utf-8"))
+
+    def digests(self) -> bytes | None:
+        """The digests of every line fed (the file's end reached), or None when the first line does
+        not show that the file is not one JSON document (then :func:`line_digests` of the whole)."""
+        if self._rest:
+            rest, self._rest = self._rest, b""
+            try:
+                rest.decode("utf-8")
+                valid = True
+            except UnicodeDecodeError:
+                valid = False
+            had_first = self._first is not None
+            self._line(rest, valid)
+            if not had_first:   # a file of one line, without a newline: no line follows it
+                return None
+        if self._first is None or not self._more:
+            return None
+        first = self._first.decode("utf-8", "replace").strip(_JSON_WS)
+        try:
+            _, stop = _DECODER.raw_decode(first)
+        except json.JSONDecodeError:
+            return None
+        return bytes(self._out) if stop == len(first) else None
 
 
 def known_lines(digests: bytes) -> frozenset[bytes]:
