@@ -133,3 +133,17 @@ def test_a_moved_and_changed_file_whose_record_kept_no_line_digests_is_warned_of
     refused = _cli("import", "--new-lines", str(legacy), "--database", str(db))
     assert refused.returncode == 1 and f"nor of {folder / 'memory.jsonl'}" in refused.stderr, refused.stderr
     assert contents(db)[0] == ["Alice"]
+
+
+def test_the_dry_run_of_a_moved_file_not_started_on_yet_says_what_was_recorded_under_its_old_path(
+        tmp_path: Path) -> None:
+    folder = _imported_then_bob_deleted(tmp_path)
+    moved = _moved(folder, tmp_path)
+    dry = _cli("import", "--dry-run", str(moved / "memory.jsonl"), "--database", str(moved / "memory.db"))
+    assert dry.returncode == 0, dry.stderr
+    assert '  would create:  "Bob"\n' in dry.stdout
+    assert f"this file (recorded as {folder / 'memory.jsonl'}: moved here" in dry.stdout
+    assert "deleted from the memory since (an import brings those back)" in dry.stdout
+    unchanged = _cli("import", "--new-lines", str(moved / "memory.jsonl"), "--database", str(moved / "memory.db"))
+    assert unchanged.returncode == 0 and "  entities:      0 created" in unchanged.stdout, unchanged.stdout
+    assert contents(moved / "memory.db")[0] == ["Alice"]

@@ -534,9 +534,11 @@ def _print_import(report: ImportReport) -> None:
         print(f"  would create:  {shown}{more}")
         if (recorded := report.recorded) is not None and recorded.kind != "upgrade":
             how = "recorded by" if recorded.kind in ("baseline", "moved") else "imported into"
-            print(f"  note:          this file was {how} this database at {recorded.recorded_at}; the entities "
-                  f"above are not in it now: added to "
-                  f"the file since, or deleted from the memory since (an import brings those back)")
+            moved = ("" if recorded.path == str(Path(report.source).absolute()) else
+                     f" (recorded as {recorded.path}: moved here, or copied with the database?)")
+            print(f"  note:          this file{moved} was {how} this database at {recorded.recorded_at}; the "
+                  f"entities above are not in it now: added to the file since, or deleted from the memory since "
+                  f"(an import brings those back)")
     for label, labels, lines in (("skipped line", "skipped lines", report.skipped_lines),
                                  ("invalid line (skipped)", "invalid lines (skipped)", report.invalid_lines)):
         for number, reason in lines[:_LISTED_LINES]:

@@ -95,7 +95,8 @@ class ImportReport:
     invalid_lines: list[tuple[int, str]] = field(default_factory=list)
     replaced_utf8_lines: list[int] = field(default_factory=list)   # read with U+FFFD for bytes not UTF-8
     # A dry run only: the names of the entities the import would create, in file order, and the
-    # latest record of this file in the database (it was imported, or recorded, before).
+    # latest record of this file in the database (it was imported, or recorded, before; for a file
+    # with none under its path, that of the file it may have been moved from: moved_from).
     entities_to_create: list[str] = field(default_factory=list)
     recorded: ImportRecord | None = None
 
@@ -347,6 +348,8 @@ def plan_graph(backend: Backend | None, legacy: LegacyGraph | LegacyStream, *, s
         report.recorded = g.latest_record(record_path(source))
 
     backend.run_read(run)
+    if report.recorded is None and (found := moved_from(backend, source)) is not None:
+        report.recorded = found[0]   # its folder moved here, perhaps: say what was recorded there
     return report
 
 
