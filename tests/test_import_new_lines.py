@@ -156,3 +156,63 @@ def test_a_bad_line_under_new_lines_suggests_skipping_it_with_new_lines_kept(
         import_file(database_settings, str(legacy), new_lines=True, dry_run=dry_run)
     flags = "--new-lines --dry-run --skip-invalid" if dry_run else "--new-lines --skip-invalid"
     assert f"graph-memory import {flags} {legacy}" in str(refused.value), str(refused.value)
+
+
+def test_an_export_over_the_legacy_file_is_recorded_so_only_the_reference_servers_changes_count(
+        graph_backend: Any, database_settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Switching back: `export -o` over the legacy file, the reference server changes it, then
+    the user returns. Without a record of the export every start warned of graph-memory's own lines
+    as a change, and `--new-lines` counted them as new and gone (found by QA)."""
+    from graph_memory.importer import warn_if_legacy_file_changed
+    from graph_memory.models import Entity
+    from graph_memory.service import export_graph
+
+    legacy = tmp_path / "memory.jsonl"
+    legacy.write_bytes(b"\n".join([ALICE, BOB, KNOWS]) + b"\n")
+    import_file(database_settings, str(legacy))
+    memory = MemoryService(graph_backend)
+    memory.create_entities([Entity("Dave", "person", ["learnt here"])])
+    memory.add_observations([("Alice", ["moved to Oslo"])])
+    assert export_graph(database_settings, legacy).recorded
+    assert warn_if_legacy_file_changed(graph_backend, legacy) is None   # what graph-memory wrote: no change
+    exported = legacy.read_bytes().splitlines()
+    assert len(exported) == 4
+    # The reference server deletes Bob (and so the relation) and adds Carol.
+    legacy.write_bytes(b"\n".join([*(line for line in exported if b"Bob" not in line), CAROL]))
+    assert warn_if_legacy_file_changed(graph_backend, legacy) == "legacy_file_changed"
+    report = import_file(database_settings, str(legacy), new_lines=True)
+    assert (report.entities_created, report.observations_added, report.relations_created) == (1, 1, 0)
+    assert report.file["unchanged_lines"] == 2 and report.lines_gone == 2   # Bob's line and the relation
+    # What those lines held is still here, named so it can be deleted (a count said too little).
+    assert report.gone_held == [
+        {"type": "entity", "name": "Bob", "entityType": "person", "observations": ["plays chess"]},
+        {"type": "relation", "from": "Alice", "to": "Bob", "relationType": "knows"}]
+    assert report.to_dict()["gone_held"] == report.gone_held
+    cli._print_import(report)
+    printed = capsys.readouterr().out
+    assert 'still held:    2 items' in printed and 'entity "Bob" (person)' in printed
+    assert 'relation "Alice" knows "Bob"' in printed
+    assert [r.kind for r in graph_backend.run_read(lambda g: g.import_records())] == ["import", "export", "import"]
+    # Another file, or only a neighbourhood, is not the legacy file: nothing recorded.
+    assert not export_graph(database_settings, tmp_path / "elsewhere.jsonl").recorded
+    assert not export_graph(database_settings, legacy, entities=["Alice"]).recorded
+    assert len(graph_backend.run_read(lambda g: g.import_records())) == 3
+
+
+def test_an_export_to_the_file_a_first_start_would_import_is_recorded(tmp_path: Path) -> None:
+    """A database made without a legacy file, exported to the memory.jsonl beside it to switch
+    back: its return is then a change of that file, not a file never imported (SQLite)."""
+    from graph_memory.db.backend import open_backend
+    from graph_memory.importer import warn_if_legacy_file_changed
+    from graph_memory.models import Entity
+    from graph_memory.service import export_graph
+
+    settings = Settings.load(file_path=tmp_path / "memory.db")
+    backend = open_backend(settings, "migrate")
+    try:
+        MemoryService(backend).create_entities([Entity("Alice", "person", ["likes tea"])])
+        assert export_graph(settings, tmp_path / "memory.jsonl").recorded
+        assert warn_if_legacy_file_changed(backend, tmp_path / "memory.jsonl") is None
+        assert [r.kind for r in backend.run_read(lambda g: g.import_records())] == ["export"]
+    finally:
+        backend.close()

@@ -523,6 +523,13 @@ def _print_import(report: ImportReport) -> None:
               f"{'is' if report.lines_gone == 1 else 'are'} no longer in it (removed or edited there); a merge "
               f"never deletes, so what {'it' if report.lines_gone == 1 else 'they'} held stays in the memory: "
               f"delete it with the tools if it should go")
+        if held := report.gone_held:
+            print(f"  still held:    {plural(len(held), 'item')} of those lines, as the line had it (--json lists "
+                  f"all):")
+            for item in held[:_LISTED_NAMES]:
+                print(f"    {_held_item(item)}")
+            if len(held) > _LISTED_NAMES:
+                print(f"    … and {len(held) - _LISTED_NAMES} more")
     if bad_utf8 := report.replaced_utf8_lines:
         shown = ", ".join(map(str, bad_utf8[:10])) + (", …" if len(bad_utf8) > 10 else "")
         print(f"  replaced:      bytes that are not UTF-8 on {plural(len(bad_utf8), 'line')} ({shown}) with U+FFFD, "
@@ -573,11 +580,26 @@ def cmd_export(args: argparse.Namespace) -> int:
           f"to {where}" + (f" with {plural(weighted, 'relation weight')}" if args.with_weights and weighted else "")
           + ("" if args.format == "jsonl" else f" as {args.format}"),
           file=sys.stderr)
+    if result.recorded:
+        print(f"recorded in the database as its legacy file {output}, so that a later start (and "
+              f"import --new-lines) tells what another program changes in it from what graph-memory wrote",
+              file=sys.stderr)
     if weighted and not args.with_weights and args.format == "jsonl":
         print(f"note: {plural(weighted, 'relation weight')} {'was' if weighted == 1 else 'were'} not written "
               f"(the reference format has no weight); add --with-weights to keep {'it' if weighted == 1 else 'them'}",
               file=sys.stderr)
     return EXIT_OK
+
+
+def _held_item(item: dict[str, Any]) -> str:
+    """An entity or relation of a legacy line, for a list: ``entity "Bob" (person)``,
+    ``relation "Alice" knows "Bob"`` (names as JSON strings: quotes and control characters shown)."""
+    def quoted(name: object) -> str:
+        return json.dumps(name, ensure_ascii=False)
+
+    if item.get("type") == "relation":
+        return f"relation {quoted(item.get('from'))} {item.get('relationType')} {quoted(item.get('to'))}"
+    return f"entity {quoted(item.get('name'))} ({item.get('entityType')})"
 
 
 def _write_stdout(write: Callable[[TextIO], int]) -> None:

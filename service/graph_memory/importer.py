@@ -90,6 +90,9 @@ class ImportReport:
     # --new-lines on a file recorded under another path only (moved here): that path, whose
     # recorded lines were the ones left out
     lines_of: str | None = None
+    # --new-lines: of those gone lines, the entities and relations the memory still holds just as
+    # the line had them (reference-format dicts): what the other program deleted (or edited) there
+    gone_held: list[dict[str, Any]] = field(default_factory=list)
     file: dict[str, int] = field(default_factory=dict)
     skipped_lines: list[tuple[int, str]] = field(default_factory=list)
     invalid_lines: list[tuple[int, str]] = field(default_factory=list)
@@ -136,6 +139,7 @@ class ImportReport:
             "replaced_utf8_lines": self.replaced_utf8_lines,
             **({"lines_gone": self.lines_gone} if self.lines_gone is not None else {}),
             **({"lines_of": self.lines_of} if self.lines_of is not None else {}),
+            **({"gone_held": self.gone_held} if self.lines_gone is not None else {}),
             **({"entities_to_create": self.entities_to_create,
                 "recorded": self.recorded.to_dict() if self.recorded else None} if self.dry_run else {}),
         }
@@ -727,6 +731,30 @@ def _record_moved(backend: Backend, legacy_path: Path, recorded: ImportRecord) -
                   "nothing was imported; it is compared under its new path from now on")
 
 
+def record_export(backend: Backend, file: Path, legacy_files: Sequence[Path]) -> bool:
+    """After ``graph-memory export -o FILE`` of the whole graph in the reference format: when
+    ``FILE`` is a legacy file of this database (it has a record under its path, or it is one of
+    ``legacy_files``, the files a first start would import), record its new state as kind
+    ``export`` with the digests of its lines. Else the next start took graph-memory's own lines
+    for a change (a warning at every start), and a later ``import --new-lines`` counted them as
+    new and gone (found by QA); now it merges only what another program — the reference server,
+    switched back to — changed in the file since. Returns whether a record was written; a
+    database that cannot be written (read-only) only leaves the file unrecorded, said at info."""
+    path = record_path(file)
+    if (path not in {record_path(f) for f in legacy_files}
+            and backend.run_read(lambda g: g.latest_record(path)) is None):
+        return False
+    state, digests = _state_and_digests(Path(path))
+    try:
+        backend.run_write(lambda g: _insert_record(g, "export", state, None, digests))
+    except GraphError as exc:
+        log.info("legacy_export_not_recorded", path=path, database=str(backend.path), error=str(exc)[:500])
+        return False
+    log.info("legacy_file_exported", path=path, database=str(backend.path), size_bytes=state.size_bytes,
+             sha256=state.sha256, line_digests=digests is not None)
+    return True
+
+
 def warn_if_legacy_file_changed(backend: Backend, legacy_path: Path) -> str | None:
     """Compare ``legacy_path`` with its latest import record and log one warning when it differs
     (size and mtime first; the sha256 only when those differ, so an unchanged file costs a stat).
@@ -750,13 +778,17 @@ def warn_if_legacy_file_changed(backend: Backend, legacy_path: Path) -> str | No
         return _warn_if_baseline_never_merged(backend, latest, path)  # touched, same bytes
     newer = latest.mtime_ns is not None and state.mtime_ns > latest.mtime_ns
     changed = (f"the legacy file {path} is {'newer than' if newer else 'different from'} what was "
-               f"{'recorded' if latest.kind in ('baseline', 'moved') else 'imported'} into {backend.path} at "
+               f"{_RECORDED_AS.get(latest.kind, 'imported into')} {backend.path} at "
                f"{latest.recorded_at}; it was not merged. ")
     command, how = _merge_advice(backend, path, backend.run_read(lambda g: g.line_digests(path)) is not None)
     log.warning("legacy_file_changed", path=path, database=str(backend.path), recorded_kind=latest.kind,
                 recorded_at=latest.recorded_at, recorded_size_bytes=latest.size_bytes, recorded_mtime=latest.mtime,
                 size_bytes=state.size_bytes, mtime=state.mtime, message=changed + how, merge_command=command)
     return "legacy_file_changed"
+
+
+# How the warning of a changed file names what its record holds, by the record's kind.
+_RECORDED_AS = {"baseline": "recorded into", "moved": "recorded into", "export": "exported from"}
 
 
 def _merge_advice(backend: Backend, path: str, digests: bool) -> tuple[str, str]:

@@ -18,6 +18,7 @@ a limit (nothing is written), ``EntityNotFound``/``Conflict``/``InvalidQuery`` f
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -58,11 +59,12 @@ from graph_memory.importer import (
     moved_from,
     plan_graph,
     read_legacy_file,
+    record_export,
     record_path,
     refused,
     write_atomically,
 )
-from graph_memory.legacy import LegacyStream, known_lines, line_digests, write_legacy
+from graph_memory.legacy import LegacyStream, iter_legacy_lines, known_lines, line_digest, line_digests, write_legacy
 from graph_memory.meshfile import stream_memory_file, write_memorymesh
 from graph_memory.models import (
     DEFAULT_WEIGHT,
@@ -1019,7 +1021,25 @@ def import_file(settings: Settings, file: str, *, skip_invalid: bool = False, dr
         with opened(settings, "migrate") as backend:
             report = load(backend, legacy)
     report.lines_gone, report.lines_of = gone, lines_of
+    if gone:
+        report.gone_held = _still_held(settings, known - known_lines(current or b""))
     return report
+
+
+def _still_held(settings: Settings, gone: frozenset[bytes]) -> list[dict[str, Any]]:
+    """The entities and relations the database holds whose reference-format line (as ``export``
+    writes it) has one of the digests ``gone``: lines of a legacy file at its last record that it
+    no longer holds, which a merge cannot delete — so the user can delete what the other program
+    deleted (an entity's line also goes when it was edited there). File order: entities, then
+    relations, each as its line's dict."""
+    if backends.database_missing(settings):
+        return []
+    with opened(settings, "current") as backend:
+        if not backend.has_graph():
+            return []
+        graph = backend.run_read(lambda g: g.read_graph())
+    return [json.loads(line) for line in iter_legacy_lines(graph.entities, graph.relations)
+            if line_digest(line.encode("utf-8", "surrogatepass")) in gone]
 
 
 def _imported_lines(settings: Settings, file: str, dry_run: bool) -> tuple[frozenset[bytes], str | None]:
@@ -1066,11 +1086,14 @@ def _graph_is_empty(settings: Settings) -> bool:
 @dataclass(frozen=True, slots=True)
 class ExportResult:
     """What ``graph-memory export`` wrote: ``entities`` and ``relations`` (counts), ``weighted``
-    (relations whose weight is not 1.0, whether written or not)."""
+    (relations whose weight is not 1.0, whether written or not), ``recorded`` (the file is a
+    legacy file of the database, and its new state was recorded:
+    :func:`~graph_memory.importer.record_export`)."""
 
     entities: int
     relations: int
     weighted: int
+    recorded: bool = False
 
 
 def export_graph(settings: Settings, output: Path | Callable[[Callable[[TextIO], int]], None], *,
@@ -1112,14 +1135,31 @@ def export_graph(settings: Settings, output: Path | Callable[[Callable[[TextIO],
         write_picture(fmt, [(e.name, e.entity_type) for e in snapshot.entities], snapshot.relations, out)
         return 0
 
+    recorded = False
     if isinstance(output, Path):
         if isinstance(backend.path, Path) and output.exists() and output.samefile(backend.path):
             raise OutputError(f"{output} is the database itself; choose another output file")
         write_atomically(output, write)
+        if fmt == "jsonl" and not entities:   # the whole memory, as the reference server reads it
+            recorded = _record_export(settings, output)
     else:
         output(write)
     return ExportResult(len(snapshot.entities), len(snapshot.relations),
-                        sum(1 for r in snapshot.relations if r.weight != 1.0))
+                        sum(1 for r in snapshot.relations if r.weight != 1.0), recorded)
+
+
+def _record_export(settings: Settings, output: Path) -> bool:
+    """:func:`~graph_memory.importer.record_export` of ``output`` (written whole) through a read-write open of
+    the database (export reads through a read-only one); False when it cannot be opened so."""
+    candidates = [] if settings.database_url is not None else settings.legacy_candidates
+    try:
+        with opened(settings, "unmigrated") as backend:
+            return record_export(backend, output, candidates)
+    except GraphError as exc:
+        from graph_memory.logs import get_logger
+
+        get_logger("graph_memory.service").info("legacy_export_not_recorded", path=str(output), error=str(exc)[:500])
+        return False
 
 
 ExportFormat = Literal["jsonl", "memorymesh", "mermaid", "dot"]

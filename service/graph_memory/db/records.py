@@ -18,10 +18,12 @@ class ImportRecord:
     the start that created the database), ``import`` (the import command, not a dry run),
     ``upgrade`` (the database predates these records: created before schema 4), ``baseline``
     (the legacy file as the first start after that upgrade found it; not imported by this
-    version) or ``moved`` (migration 0009: a start found the bytes of a file recorded under
+    version), ``moved`` (migration 0009: a start found the bytes of a file recorded under
     another path under this one, its folder moved or copied with the database; not imported
-    again). File fields are None for ``upgrade``; counts (rows the import created) are None for
-    ``upgrade``, ``baseline`` and ``moved``. Times are ISO 8601 UTC."""
+    again) or ``export`` (migration 0009: ``graph-memory export`` wrote the file from this
+    database; not imported). File fields are None for ``upgrade``; counts (rows the import
+    created) are None for ``upgrade``, ``baseline``, ``moved`` and ``export``. Times are ISO 8601
+    UTC."""
 
     kind: str
     path: str | None
@@ -52,6 +54,9 @@ class ImportRecord:
         if self.kind == "moved":
             return (f"{self.recorded_at} moved: {file}: the same bytes as a file recorded before under another "
                     f"path (the record with this sha256); not imported again, kept to notice later changes")
+        if self.kind == "export":
+            return (f"{self.recorded_at} exported: {file}: written from this database by the export command (to "
+                    f"switch back to the reference server); not imported, kept to notice later changes")
         how = "imported on the first start" if self.kind == "first_start" else "imported by the import command"
         return (f"{self.recorded_at} {how}: {file}: {plural(self.entities or 0, 'entity', 'entities')}, "
                 f"{plural(self.observations or 0, 'observation')}, {plural(self.relations or 0, 'relation')} "

@@ -1,6 +1,0 @@
--- 0005_moved_legacy_files (PostgreSQL): import records of kind 'moved', as
--- migrations/0009_moved_legacy_files.sql says for SQLite: the bytes of a legacy file recorded
--- under another path, found under a new one; not imported again.
-ALTER TABLE legacy_imports DROP CONSTRAINT legacy_imports_kind_check;
-ALTER TABLE legacy_imports ADD CONSTRAINT legacy_imports_kind_check
-    CHECK (kind IN ('first_start', 'import', 'upgrade', 'baseline', 'moved'));
