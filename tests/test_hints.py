@@ -6,6 +6,7 @@ import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,8 +19,10 @@ COMMAND = Path(sys.executable).parent / "graph-memory"
 
 
 @pytest.fixture(autouse=True)
-def _fresh_program() -> None:
-    hints.program.cache_clear()   # it is computed once per process
+def _fresh_program() -> Iterator[None]:
+    hints.program.cache_clear()   # it is computed once per process: not from another test's PATH
+    yield
+    hints.program.cache_clear()   # nor a later test from this one's
 
 
 def _paste(command: str, path: str, home: Path) -> subprocess.CompletedProcess[str]:
