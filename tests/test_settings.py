@@ -89,3 +89,21 @@ def test_postgres_driver_advice_installs_the_extra_into_this_interpreter(monkeyp
         open_backend(settings, "migrate")
     assert f"{sys.executable} -m pip install '{POSTGRES_DRIVER}'" in str(refused.value)
     assert "graph-memory[postgres]" not in str(refused.value)
+
+
+@pytest.mark.parametrize("url", ["postgresql://app:hunter2@TopSecretTail@127.0.0.1:5432/memory",
+                                 "password=S3cretPW host=localhost dbname=memory",
+                                 "user:S3cretPW@localhost/memory"])
+def test_a_database_url_is_refused_without_repeating_any_of_its_secret(url: str) -> None:
+    """QA: an unencoded '@' in the password made libpq take its tail for the host name, which its
+    errors repeated (to the client too, in a refused start); a libpq keyword string had its first
+    20 characters repeated."""
+    from graph_memory.errors import SettingsError
+
+    with pytest.raises(SettingsError) as refused:
+        Settings.load(database_url=url)
+    message = str(refused.value)
+    assert "MEMORY_DATABASE_URL" in message
+    assert not any(secret in message for secret in ("hunter2", "TopSecret", "S3cret", "host=localhost"))
+    if url.startswith("postgresql://"):
+        assert "%40" in message

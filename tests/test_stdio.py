@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -678,3 +679,45 @@ def test_stdio_is_served_on_uvloop_where_it_is_installed() -> None:
     from graph_memory.cli import _loop_options
 
     assert _loop_options() == {"use_uvloop": sys.platform != "win32"}
+
+
+def test_a_refused_start_lists_the_typed_tools_and_answers_an_invalid_transport_name(tmp_path: Path) -> None:
+    """Found by QA: the typed tools were missing from a refused start's list; an invalid
+    MEMORY_TRANSPORT ("STDIO") exited at once, so the host saw only "disconnected"."""
+    garbage = tmp_path / "memory.db"
+    garbage.write_bytes(b"not a database " * 100)
+    schemas = Path(__file__).parents[1] / "examples" / "schemas"
+    env = server_env(tmp_path, garbage, MEMORY_SCHEMAS_DIR=str(schemas))
+    messages, _, code = run_session(env, [*handshake(), {"jsonrpc": "2.0", "id": 5, "method": "tools/list"}])
+    names = [t["name"] for t in by_id(messages)[5]["result"]["tools"]]
+    assert code == 1 and "create_entities" in names and "add_npc" in names
+    env = server_env(tmp_path, tmp_path / "fine.db", MEMORY_TRANSPORT="STDIO")
+    messages, _, code = run_session(env, handshake(("read_graph", {})))
+    assert code == 1 and "MEMORY_TRANSPORT" in by_id(messages)[1]["result"]["content"][0]["text"]
+    assert not (tmp_path / "fine.db").exists()
+
+
+def test_a_refused_start_exits_1_on_two_quick_signals_and_with_stdin_closed(tmp_path: Path) -> None:
+    """A second signal during the interpreter's teardown met the default handler (killed by
+    SIGTERM, found by QA); a closed stdin (`<&-`) ended in a traceback without the message."""
+    garbage = tmp_path / "memory.db"
+    garbage.write_bytes(b"not a database " * 100)
+    for _ in range(3):
+        proc = subprocess.Popen([str(EXE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, env=server_env(tmp_path, garbage))
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write((json.dumps(handshake()[0]) + "\n").encode())
+            proc.stdin.flush()
+            assert json.loads(proc.stdout.readline())["id"] == 0
+            proc.send_signal(signal.SIGTERM)
+            time.sleep(0.02)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=10) == 1
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    done = subprocess.run(f"exec {EXE} <&-", shell=True, capture_output=True, text=True, timeout=60,
+                          env=server_env(tmp_path, garbage))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "graph-memory: error:" in done.stderr and "is not a SQLite database" in done.stderr

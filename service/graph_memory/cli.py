@@ -280,7 +280,8 @@ def _answer_with_refusal(exc: GraphError, args: argparse.Namespace) -> int:
     else:   # the settings are what was refused
         fallback = StartFallback.load(getattr(args, "transport", None))
         transport, profile, max_reply_bytes = fallback.transport, fallback.profile, DEFAULT_MAX_REPLY_BYTES
-    if transport != "stdio" or sys.stdin.isatty():
+    # Only HTTP is served otherwise: an invalid MEMORY_TRANSPORT ("STDIO") is answered too (QA).
+    if transport.strip().lower() == "http" or _stdin_is_a_terminal():
         raise exc
     message = _with_path_origin(exc, args)
     print(f"graph-memory: error: {message}", file=sys.stderr, flush=True)
@@ -290,9 +291,29 @@ def _answer_with_refusal(exc: GraphError, args: argparse.Namespace) -> int:
         configure_logging()
     from graph_memory.mcp.server import build_refusing_server
 
-    _serve_stdio_session(build_refusing_server(message, profile=profile), lambda: None, max_reply_bytes,
-                         exit_status=EXIT_ERROR)
+    server = build_refusing_server(message, profile=profile, extra_tools=_typed_tools_if_valid(settings))
+    if _serve_stdio_session(server, lambda: None, max_reply_bytes, exit_status=EXIT_ERROR):
+        # Not the interpreter's teardown, which puts back the default handlers: a second signal
+        # meanwhile ended the process by that signal instead of exit 1 (found by QA).
+        _exit_at_once(signal.SIGTERM, None, exit_status=EXIT_ERROR)
     return EXIT_ERROR
+
+
+def _typed_tools_if_valid(settings: Settings | None) -> tuple[ToolSpec, ...]:
+    """The typed tools ``settings`` declare, listed by a refused start as a healthy one lists them;
+    none when the settings or a schema file are what was refused."""
+    if settings is None or settings.schemas_dir is None:
+        return ()
+    from graph_memory.mcp.typed import load_typed_tools
+
+    try:
+        return load_typed_tools(settings.schemas_dir)
+    except GraphError:
+        return ()
+
+
+def _stdin_is_a_terminal() -> bool:
+    return sys.stdin is not None and sys.stdin.isatty()
 
 
 def _schemas_beside(file_path: Path) -> tuple[Path, int] | None:
@@ -403,7 +424,7 @@ def _exit_at_once(signum: int, frame: object, exit_status: int = EXIT_OK) -> Non
 def _say_waiting_on_a_terminal() -> None:
     """When stdin is a terminal (someone ran ``graph-memory`` by hand), say on stderr what the
     silence means and how to quit; an MCP client starting the server sees nothing of it."""
-    if sys.stdin.isatty():
+    if _stdin_is_a_terminal():
         print("graph-memory is waiting for an MCP client on stdin (it speaks JSON-RPC, one message per "
               "line); configure your MCP client to start it, or use --transport http. "
               "Quit with Ctrl-D or Ctrl-C.", file=sys.stderr, flush=True)
@@ -942,6 +963,7 @@ def _add_view_command(command: _Command) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``graph-memory`` console script. Returns the exit status."""
+    _fill_closed_standard_streams()
     args = build_parser().parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
     if getattr(args, "command", None) in _INTERRUPTED:   # a data command: SIGTERM unwinds it as Ctrl-C does
@@ -969,6 +991,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         if said is not None:
             print(f"graph-memory: {args.command} interrupted: {said}", file=sys.stderr)
         return 143 if isinstance(exc, _Terminated) else 130
+
+
+def _fill_closed_standard_streams() -> None:
+    """Open the null device on each of stdin, stdout and stderr that the parent left closed
+    (``graph-memory <&-``): Python had no ``sys.stdin`` (a traceback instead of the message, found
+    by QA), and the next file opened would take the free number and be read or written as that
+    stream. A closed stdin then reads as an empty one."""
+    import os
+
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            opened = os.open(os.devnull, os.O_RDWR)   # the lowest free number: this one
+            if opened != fd:
+                os.dup2(opened, fd)
+                os.close(opened)
+    for name, fd, mode in (("stdin", 0, "r"), ("stdout", 1, "w"), ("stderr", 2, "w")):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(fd, mode, closefd=False))  # noqa: SIM115 (the process's own stream)
 
 
 # Write failures of the disk rather than of the program: full, over quota, a file size limit, I/O.

@@ -165,10 +165,23 @@ class Settings(BaseSettings):
     @field_validator("database_url", mode="after")
     @classmethod
     def _postgres_url(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None and not value.get_secret_value().startswith(POSTGRES_SCHEMES):
-            # The value may hold a password: only its scheme is repeated.
-            scheme = value.get_secret_value().split(":", 1)[0][:20]
-            raise ValueError(f"must start with postgresql:// (got a value starting with {scheme!r}:)")
+        if value is None:
+            return None
+        # The value may hold a password: nothing of it is repeated but a scheme (found by QA: the
+        # first 20 characters of "password=… host=…" were).
+        url = value.get_secret_value()
+        if not url.startswith(POSTGRES_SCHEMES):
+            scheme = url.split(":", 1)[0]
+            got = (f" (got a value starting with {scheme!r}:)" if re.fullmatch(r"[A-Za-z][\w+.-]{0,19}", scheme)
+                   else " (a libpq 'key=value' string is not read here)" if "=" in url else "")
+            raise ValueError(f"must be a URL starting with postgresql://, such as "
+                             f"postgresql://user@host:5432/dbname{got}")
+        netloc = url.split("://", 1)[1].split("/", 1)[0]
+        if netloc.count("@") > 1:
+            # libpq ends the user and password at the first "@": the rest of the password became
+            # the host name, which its errors repeat (found by QA).
+            raise ValueError("its user name or password holds an '@', which a URL must write as %40 "
+                             "(the value is not shown: it holds a password)")
         return value
 
     @field_validator("log_level", mode="before")

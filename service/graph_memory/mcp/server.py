@@ -449,18 +449,20 @@ def refusal_text(reason: str) -> str:
             f"Once that is fixed, restart this MCP server (or the application that started it).")
 
 
-def build_refusing_server(reason: str, *, profile: Profile = "reference") -> SdkServer:
+def build_refusing_server(reason: str, *, profile: Profile = "reference",
+                          extra_tools: tuple[ToolSpec, ...] = ()) -> SdkServer:
     """The server a refused start serves on stdio (``graph_memory.cli._answer_with_refusal``): the
-    profile's tools and the knowledge-graph resource listed as usual, every tool call an ``isError``
-    result and every resource read an error saying why (:func:`refusal_text` of ``reason``, the
-    refusal's message), and the same in the initialize result's instructions. No database is open.
+    profile's tools (and ``extra_tools``, the typed tools) and the knowledge-graph resource listed
+    as usual, every tool call an ``isError`` result and every resource read an error saying why
+    (:func:`refusal_text` of ``reason``, the refusal's message), and the same in the initialize
+    result's instructions. No database is open.
     """
     if profile == "memorymesh":
         from graph_memory.mcp import memorymesh  # imported only for its profile (cold start)
 
-        tools: tuple[ToolSpec, ...] = memorymesh.profile_tools(())
+        tools: tuple[ToolSpec, ...] = memorymesh.profile_tools(extra_tools)
     else:
-        tools = TOOLS
+        tools = (*TOOLS, *extra_tools)
     text = refusal_text(reason)
 
     async def call_tool(ctx: RequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
