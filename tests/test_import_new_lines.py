@@ -53,7 +53,8 @@ def test_a_changed_file_merges_its_new_and_edited_lines_and_deletions_stay(
     # Alice's old line is gone from the file (edited there): said, since a merge cannot delete.
     assert dry.lines_gone == report.lines_gone == 1 and report.to_dict()["lines_gone"] == 1
     cli._print_import(report)
-    assert "gone:          1 line of the file at its last import is no longer in it" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "gone:          1 line of the file at its last import or record is no longer in it" in printed
     assert graph_of(memory) == ([("Alice", ["likes tea", "moved to Oslo"]), ("Carol", ["new friend"])],
                                 [("Carol", "Alice", "knows")])
     # The new record describes the file as it is now: merging again adds nothing.
@@ -216,3 +217,64 @@ def test_an_export_to_the_file_a_first_start_would_import_is_recorded(tmp_path: 
         assert [r.kind for r in backend.run_read(lambda g: g.import_records())] == ["export"]
     finally:
         backend.close()
+
+
+def test_an_export_never_writes_over_what_the_database_does_not_hold_without_force(
+        graph_backend: Any, database_settings: Settings, tmp_path: Path) -> None:
+    """QA: a second `export -o` over the legacy file silently lost what the reference server had
+    written to it since; an empty (wrong) database emptied a memory file; a symbolic link was
+    replaced by a file."""
+    from graph_memory.errors import OutputError
+    from graph_memory.importer import warn_if_legacy_file_changed
+    from graph_memory.models import Entity
+    from graph_memory.service import export_graph
+
+    legacy = database_settings.legacy_candidates[0]   # the file a first start would import (both backends)
+    assert not legacy.exists()
+    with pytest.raises(OutputError, match="holds no memory: writing it would empty"):
+        (tmp_path / "other.jsonl").write_bytes(ALICE + b"\n")
+        export_graph(database_settings, tmp_path / "other.jsonl")
+    assert (tmp_path / "other.jsonl").read_bytes() == ALICE + b"\n"
+    MemoryService(graph_backend).create_entities([Entity("Dave", "person", ["learnt here"])])
+    assert export_graph(database_settings, legacy).recorded   # no record of it before: a legacy file all the same
+    # The reference server adds Carol; exporting again would lose her.
+    legacy.write_bytes(legacy.read_bytes() + CAROL + b"\n")
+    changed = legacy.read_bytes()
+    with pytest.raises(OutputError, match=r"changed since it was exported from .*import --new-lines") as refused:
+        export_graph(database_settings, legacy)
+    assert "--force" in str(refused.value) and legacy.read_bytes() == changed
+    import_file(database_settings, str(legacy), new_lines=True)
+    assert export_graph(database_settings, legacy).recorded   # merged first: nothing is lost now
+    assert b"Carol" in legacy.read_bytes()
+    legacy.write_bytes(b"")   # --force writes over anything
+    assert export_graph(database_settings, legacy, force=True).recorded
+    # Through a symbolic link the file it names is written, and recorded as that file.
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(legacy)
+    assert export_graph(database_settings, link).recorded
+    assert link.is_symlink() and warn_if_legacy_file_changed(graph_backend, legacy) is None
+
+
+def test_still_held_names_lost_observations_of_an_entity_the_file_still_has_and_weighed_relations(
+        graph_backend: Any, database_settings: Settings, tmp_path: Path) -> None:
+    """QA: an entity the reference server only edited (an observation deleted) was listed whole as
+    still held, so following the advice deleted it; a relation exported with its weight and then
+    deleted there was not listed at all."""
+    from graph_memory.models import Relation
+    from graph_memory.service import export_graph
+
+    legacy = tmp_path / "memory.jsonl"
+    legacy.write_bytes(b"\n".join([ALICE_EDITED, BOB, KNOWS]) + b"\n")
+    import_file(database_settings, str(legacy))
+    MemoryService(graph_backend).update_relations([Relation("Alice", "Bob", "knows", 0.2)])
+    assert export_graph(database_settings, legacy, with_weights=True).recorded
+    # The reference server: Alice loses "likes tea", Bob gains one, the relation goes.
+    legacy.write_bytes(b"\n".join([
+        b'{"type":"entity","name":"Alice","entityType":"person","observations":["moved to Oslo"]}',
+        b'{"type":"entity","name":"Bob","entityType":"person","observations":["plays chess","new"]}']))
+    dry = import_file(database_settings, str(legacy), new_lines=True, dry_run=True)
+    report = import_file(database_settings, str(legacy), new_lines=True)
+    expected = [{"type": "observations", "entityName": "Alice", "observations": ["likes tea"]},
+                {"type": "relation", "from": "Alice", "to": "Bob", "relationType": "knows"}]
+    assert dry.gone_held == report.gone_held == expected
+    assert report.lines_gone == 3 and report.observations_added == 1

@@ -3,6 +3,7 @@ command and tool messages that use it."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,7 @@ def test_command_messages_use_the_singular_for_one(tmp_path: Path, capsys: pytes
     assert cli.main(["--database", db, "import", str(tmp_path / "m.jsonl")]) == 0
     assert "0 created, 1 merged into an existing one (0 with another type there" in capsys.readouterr().out
     assert cli.main(["--database", db, "export"]) == 0
-    assert "exported 1 entity and 1 relation to stdout" in capsys.readouterr().err
+    assert re.search(r"exported 1 entity and 1 relation of \S+ to stdout", capsys.readouterr().err)
     assert cli.main(["--database", db, "backup", str(tmp_path / "copy.db")]) == 0
     assert "integrity ok; 1 entity, 1 observation, 1 relation" in capsys.readouterr().out
 

@@ -534,13 +534,13 @@ def _print_import(report: ImportReport) -> None:
         print(f"  replaced:      {plural(replaced, 'lone surrogate')} (half of a character, such as an emoji a "
               f"client cut) with U+FFFD")
     if unchanged := f.get("unchanged_lines", 0):
-        print(f"  unchanged:     {plural(unchanged, 'line')} as when the file was last imported, left out "
+        print(f"  unchanged:     {plural(unchanged, 'line')} as when the file was last imported or recorded, left out "
               f"(--new-lines)")
     if report.lines_of:
         print(f"  compared with: the lines recorded for {report.lines_of} (this file has no record under its own "
               f"path: moved here, or copied with the database)")
     if report.lines_gone:
-        print(f"  gone:          {plural(report.lines_gone, 'line')} of the file at its last import "
+        print(f"  gone:          {plural(report.lines_gone, 'line')} of the file at its last import or record "
               f"{'is' if report.lines_gone == 1 else 'are'} no longer in it (removed or edited there); a merge "
               f"never deletes, so what {'it' if report.lines_gone == 1 else 'they'} held stays in the memory: "
               f"delete it with the tools if it should go")
@@ -561,7 +561,8 @@ def _print_import(report: ImportReport) -> None:
         more = f" and {len(names) - _LISTED_NAMES} more (--json lists them all)" if len(names) > _LISTED_NAMES else ""
         print(f"  would create:  {shown}{more}")
         if (recorded := report.recorded) is not None and recorded.kind != "upgrade":
-            how = "recorded by" if recorded.kind in ("baseline", "moved") else "imported into"
+            how = {"baseline": "recorded by", "moved": "recorded by", "export": "exported from"}.get(
+                recorded.kind, "imported into")
             moved = ("" if recorded.path == str(Path(report.source).absolute()) else
                      f" (recorded as {recorded.path}: moved here, or copied with the database?)")
             print(f"  note:          this file{moved} was {how} this database at {recorded.recorded_at}; the "
@@ -594,16 +595,21 @@ def cmd_export(args: argparse.Namespace) -> int:
     to_stdout = args.output in (None, "-")
     output = _write_stdout if to_stdout else Path(args.output).expanduser().absolute()
     result = export_graph(settings, output, with_weights=args.with_weights, fmt=args.format,
-                          entities=args.entity or (), hops=1 if args.hops is None else args.hops)
+                          entities=args.entity or (), hops=1 if args.hops is None else args.hops, force=args.force)
     where = "stdout" if to_stdout else str(output)
     weighted = result.weighted
     print(f"exported {plural(result.entities, 'entity')} and {plural(result.relations, 'relation')} "
-          f"to {where}" + (f" with {plural(weighted, 'relation weight')}" if args.with_weights and weighted else "")
+          f"of {settings.database_label} to {where}"
+          + (f" with {plural(weighted, 'relation weight')}" if args.with_weights and weighted else "")
           + ("" if args.format == "jsonl" else f" as {args.format}"),
           file=sys.stderr)
     if result.recorded:
         print(f"recorded in the database as its legacy file {output}, so that a later start (and "
               f"import --new-lines) tells what another program changes in it from what graph-memory wrote",
+              file=sys.stderr)
+    elif result.not_recorded:
+        print(f"note: {output} was written but not recorded in the database ({result.not_recorded}); if it is "
+              f"the database's legacy file, the next start takes what was written for a change of the file",
               file=sys.stderr)
     if weighted and not args.with_weights and args.format == "jsonl":
         print(f"note: {plural(weighted, 'relation weight')} {'was' if weighted == 1 else 'were'} not written "
@@ -613,13 +619,18 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def _held_item(item: dict[str, Any]) -> str:
-    """An entity or relation of a legacy line, for a list: ``entity "Bob" (person)``,
-    ``relation "Alice" knows "Bob"`` (names as JSON strings: quotes and control characters shown)."""
+    """An entity, relation or lost observations of a legacy line, for a list: ``entity "Bob"
+    (person)``, ``relation "Alice" knows "Bob"``, ``1 observation of "Alice" the file no longer
+    has: "likes tea"`` (names as JSON strings: quotes and control characters shown)."""
     def quoted(name: object) -> str:
         return json.dumps(name, ensure_ascii=False)
 
     if item.get("type") == "relation":
         return f"relation {quoted(item.get('from'))} {item.get('relationType')} {quoted(item.get('to'))}"
+    if item.get("type") == "observations":
+        lost = item.get("observations") or []
+        return (f"{plural(len(lost), 'observation')} of {quoted(item.get('entityName'))} the file no longer has: "
+                + ", ".join(quoted(o) for o in lost[:3]) + (", …" if len(lost) > 3 else ""))
     return f"entity {quoted(item.get('name'))} ({item.get('entityType')})"
 
 
@@ -876,6 +887,10 @@ def _add_export_command(command: _Command) -> None:
                          "types on the arrows, every text escaped for the format), of the whole graph or, with "
                          "--entity, of the entities within --hops relations of the named ones.")
     exp.add_argument("-o", "--output", help="output file (default: stdout)")
+    exp.add_argument("--force", action="store_true",
+                     help="write over the output file even when that loses what it holds: a legacy file of the "
+                          "database changed since it was recorded (or never imported), or a file an empty "
+                          "database would empty")
     exp.set_defaults(usage_error=exp.error)
     exp.add_argument("--with-weights", action="store_true",
                      help="also write relation weights (a \"weight\" key on relations whose weight is not 1.0)")

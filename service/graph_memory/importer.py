@@ -731,6 +731,32 @@ def _record_moved(backend: Backend, legacy_path: Path, recorded: ImportRecord) -
                   "nothing was imported; it is compared under its new path from now on")
 
 
+def legacy_file_changed_since_recorded(backend: Backend, file: Path, legacy_files: Sequence[Path]) -> str | None:
+    """Before an export writes over ``file``: when it is a legacy file of this database (recorded
+    under its path, or one of ``legacy_files``, which a first start would import) and it holds
+    something the database has no record of — changed since its latest record (another program,
+    the reference server switched back to, wrote to it) or never imported — why writing over it
+    would lose that, with what to do; else None (nothing would be lost)."""
+    path = record_path(file)
+    if not Path(path).is_file():
+        return None
+    latest = backend.run_read(lambda g: g.latest_record(path))
+    if latest is None:
+        if path not in {record_path(f) for f in legacy_files} or Path(path).stat().st_size == 0:
+            return None
+        return (f"{path} is a memory file this database ({backend.path}) never imported: writing over it would "
+                f"lose what it holds. Merge it first with {graph_memory_command('import', path, database=backend.path)}"
+                f", or export elsewhere")
+    if latest.sha256 is None or FileState.of(path).sha256 == latest.sha256:
+        return None
+    digests = backend.run_read(lambda g: g.line_digests(path)) is not None
+    merge = graph_memory_command("import", *(["--new-lines"] if digests else []), path, database=backend.path)
+    return (f"{path} changed since it was {_RECORDED_AS.get(latest.kind, 'imported into')} {backend.path} at "
+            f"{latest.recorded_at} (another "
+            f"program, such as the reference server, wrote to it): writing over it would lose those changes. Merge "
+            f"them first with {merge} (add --dry-run to see what it would add), then export again")
+
+
 def record_export(backend: Backend, file: Path, legacy_files: Sequence[Path]) -> bool:
     """After ``graph-memory export -o FILE`` of the whole graph in the reference format: when
     ``FILE`` is a legacy file of this database (it has a record under its path, or it is one of
@@ -892,6 +918,8 @@ def write_atomically(path: str | os.PathLike[str], write: Callable[[TextIO], int
         OutputError: the folder or file cannot be written (nothing changed at ``path``).
     """
     target = Path(path).expanduser().absolute()
+    if target.is_symlink():   # the file it names is replaced, not the link (found by QA)
+        target = Path(os.path.realpath(target))
     try:
         mode = target.stat().st_mode & 0o7777
     except FileNotFoundError:

@@ -54,6 +54,7 @@ from graph_memory.importer import (
     ImportReport,
     Progress,
     first_start_import,
+    legacy_file_changed_since_recorded,
     load_graph,
     log_first_start_import,
     moved_from,
@@ -64,7 +65,16 @@ from graph_memory.importer import (
     refused,
     write_atomically,
 )
-from graph_memory.legacy import LegacyStream, iter_legacy_lines, known_lines, line_digest, line_digests, write_legacy
+from graph_memory.legacy import (
+    LegacyGraph,
+    LegacyStream,
+    iter_legacy_lines,
+    known_lines,
+    line_digest,
+    line_digests,
+    parse_legacy,
+    write_legacy,
+)
 from graph_memory.meshfile import stream_memory_file, write_memorymesh
 from graph_memory.models import (
     DEFAULT_WEIGHT,
@@ -85,6 +95,7 @@ from graph_memory.models import (
 from graph_memory.paging import ReadPosition, SearchPosition, binding, decode_cursor, encode_cursor, parse_since
 from graph_memory.pictures import PICTURE_FORMATS, write_picture
 from graph_memory.settings import DEFAULT_MAX_REPLY_BYTES, Settings
+from graph_memory.wording import plural
 
 if TYPE_CHECKING:
     from structlog.stdlib import BoundLogger
@@ -1022,24 +1033,48 @@ def import_file(settings: Settings, file: str, *, skip_invalid: bool = False, dr
             report = load(backend, legacy)
     report.lines_gone, report.lines_of = gone, lines_of
     if gone:
-        report.gone_held = _still_held(settings, known - known_lines(current or b""))
+        now = parse_legacy(legacy.data, skip_invalid=True, dialect=legacy.dialect)
+        report.gone_held = _still_held(settings, known - known_lines(current or b""), now)
     return report
 
 
-def _still_held(settings: Settings, gone: frozenset[bytes]) -> list[dict[str, Any]]:
-    """The entities and relations the database holds whose reference-format line (as ``export``
-    writes it) has one of the digests ``gone``: lines of a legacy file at its last record that it
-    no longer holds, which a merge cannot delete — so the user can delete what the other program
-    deleted (an entity's line also goes when it was edited there). File order: entities, then
-    relations, each as its line's dict."""
+def _still_held(settings: Settings, gone: frozenset[bytes], now: LegacyGraph) -> list[dict[str, Any]]:
+    """What the database still holds of the lines a legacy file held at its last record and holds
+    no more (their digests: ``gone``), which a merge cannot delete; ``now`` is the file as it is.
+    An entity or relation whose line, as ``export`` writes it (with or without weights), is gone
+    and that the file no longer has: what the other program deleted, as its line's dict. An
+    entity the file still has (its line edited there): the observations the file lost, as
+    ``{"type": "observations", "entityName", "observations"}`` (found by QA: such entities were
+    listed whole, as if deleted). Entities first, then relations, in the database's order.
+
+    An item changed in the database after the record matches no gone line and is not listed."""
     if backends.database_missing(settings):
         return []
     with opened(settings, "current") as backend:
         if not backend.has_graph():
             return []
-        graph = backend.run_read(lambda g: g.read_graph())
-    return [json.loads(line) for line in iter_legacy_lines(graph.entities, graph.relations)
-            if line_digest(line.encode("utf-8", "surrogatepass")) in gone]
+        graph, inverses = backend.run_read(lambda g: (g.read_graph(), g.inverse_links()))
+    entities_now = {e.name: set(e.observations) for e in now.entities}
+    relations_now = {r.key for r in now.relations}
+
+    def gone_line(line: str) -> bool:
+        return line_digest(line.encode("utf-8", "surrogatepass")) in gone
+
+    held: list[dict[str, Any]] = []
+    plain = iter_legacy_lines(graph.entities, graph.relations)
+    weighted = iter_legacy_lines(graph.entities, graph.relations, with_weights=True, inverses=inverses)
+    for line, with_weight in zip(plain, weighted, strict=True):   # one line per item, the same order
+        if not (gone_line(line) or gone_line(with_weight)):
+            continue
+        item = json.loads(line)
+        if item["type"] == "relation":
+            if (item["from"], item["to"], item["relationType"]) not in relations_now:
+                held.append(item)
+        elif item["name"] not in entities_now:
+            held.append(item)
+        elif lost := [o for o in item["observations"] if o not in entities_now[item["name"]]]:
+            held.append({"type": "observations", "entityName": item["name"], "observations": lost})
+    return held
 
 
 def _imported_lines(settings: Settings, file: str, dry_run: bool) -> tuple[frozenset[bytes], str | None]:
@@ -1094,11 +1129,13 @@ class ExportResult:
     relations: int
     weighted: int
     recorded: bool = False
+    # The file is a legacy file of the database but its new state could not be recorded: why.
+    not_recorded: str | None = None
 
 
 def export_graph(settings: Settings, output: Path | Callable[[Callable[[TextIO], int]], None], *,
                  with_weights: bool = False, fmt: ExportFormat = "jsonl", entities: Sequence[str] = (),
-                 hops: int = 1) -> ExportResult:
+                 hops: int = 1, force: bool = False) -> ExportResult:
     """``graph-memory export``: write the graph as reference-server JSONL (with ``with_weights``,
     relation weights other than 1.0 as a last ``"weight"`` key), with ``fmt="memorymesh"`` as
     MemoryMesh's node/edge lines (every weight included), or with ``fmt`` ``"mermaid"`` /
@@ -1125,6 +1162,8 @@ def export_graph(settings: Settings, output: Path | Callable[[Callable[[TextIO],
             snapshot = backend.run_read(lambda g: _neighborhood_slice(g, list(entities), hops))
         else:
             snapshot, inverses = backend.run_read(lambda g: (g.read_graph(), g.inverse_links()))
+        if isinstance(output, Path) and not force:
+            _refuse_a_lossy_overwrite(backend, output, settings.legacy_candidates, empty=not snapshot.entities)
 
     def write(out: TextIO) -> int:
         if fmt == "jsonl":
@@ -1135,31 +1174,44 @@ def export_graph(settings: Settings, output: Path | Callable[[Callable[[TextIO],
         write_picture(fmt, [(e.name, e.entity_type) for e in snapshot.entities], snapshot.relations, out)
         return 0
 
-    recorded = False
+    recorded, not_recorded = False, None
     if isinstance(output, Path):
         if isinstance(backend.path, Path) and output.exists() and output.samefile(backend.path):
             raise OutputError(f"{output} is the database itself; choose another output file")
         write_atomically(output, write)
         if fmt == "jsonl" and not entities:   # the whole memory, as the reference server reads it
-            recorded = _record_export(settings, output)
+            try:
+                with opened(settings, "unmigrated") as writable:   # export reads through a read-only one
+                    recorded = record_export(writable, output, settings.legacy_candidates)
+            except GraphError as exc:
+                not_recorded = str(exc)
     else:
         output(write)
     return ExportResult(len(snapshot.entities), len(snapshot.relations),
-                        sum(1 for r in snapshot.relations if r.weight != 1.0), recorded)
+                        sum(1 for r in snapshot.relations if r.weight != 1.0), recorded, not_recorded)
 
 
-def _record_export(settings: Settings, output: Path) -> bool:
-    """:func:`~graph_memory.importer.record_export` of ``output`` (written whole) through a read-write open of
-    the database (export reads through a read-only one); False when it cannot be opened so."""
-    candidates = [] if settings.database_url is not None else settings.legacy_candidates
-    try:
-        with opened(settings, "unmigrated") as backend:
-            return record_export(backend, output, candidates)
-    except GraphError as exc:
-        from graph_memory.logs import get_logger
+def _refuse_a_lossy_overwrite(backend: Backend, output: Path, legacy_files: Sequence[Path], *, empty: bool) -> None:
+    """Refuse an export that would write over what the database does not hold (found by QA):
+    a legacy file of the database that another program changed since it was recorded, or one
+    never imported (:func:`~graph_memory.importer.legacy_file_changed_since_recorded`); or a
+    non-empty file, with a graph that is empty (the wrong database, most likely).
 
-        get_logger("graph_memory.service").info("legacy_export_not_recorded", path=str(output), error=str(exc)[:500])
-        return False
+    Raises:
+        OutputError: saying what would be lost and what to do; ``--force`` writes anyway.
+    """
+    problem = legacy_file_changed_since_recorded(backend, output, legacy_files)
+    if problem is None and empty:
+        try:
+            size = output.stat().st_size if output.is_file() else 0
+        except OSError:
+            size = 0
+        if size:
+            problem = (f"the database {backend.path} holds no memory: writing it would empty {output} "
+                       f"({plural(size, 'byte')}); check that --database or MEMORY_FILE_PATH names the database "
+                       f"you mean")
+    if problem is not None:
+        raise OutputError(f"{problem}; or pass --force to write over it anyway. {output} was not changed.")
 
 
 ExportFormat = Literal["jsonl", "memorymesh", "mermaid", "dot"]
