@@ -99,9 +99,9 @@ def test_sqlite_to_postgres_and_back_is_exact(source: Settings, postgres_url: st
         (5, 7, 5, 1, 1)
     assert again.to_dict() | {"source": "", "destination": ""} == there.to_dict() | {"source": "", "destination": ""}
     assert PASSWORD not in json.dumps(there.to_dict()) + json.dumps(again.to_dict())
-    original = exported(source, tmp_path / "source.jsonl")
+    original = exported(source, tmp_path / "export-source.jsonl")   # not source.jsonl: the legacy file of source.db
     assert exported(pg, tmp_path / "pg.jsonl") == original
-    assert exported(back, tmp_path / "back.jsonl") == original
+    assert exported(back, tmp_path / "export-back.jsonl") == original
     expected = snapshot(source)
     assert snapshot(pg) == expected and snapshot(back) == expected
     # The test means something: unknown times (imported), known ones (changed later), an inverse.
@@ -145,7 +145,7 @@ def test_sqlite_to_sqlite_through_the_command(source: Settings, tmp_path: Path) 
         "source": "", "destination": str(dest), "entities": 5, "observations": 7, "relations": 5,
         "inverse_relations": 1, "legacy_imports": 1, "legacy_first_start_pending": None}
     moved = sqlite_settings(dest)
-    assert exported(moved, tmp_path / "moved.jsonl") == exported(source, tmp_path / "source.jsonl")
+    assert exported(moved, tmp_path / "export-moved.jsonl") == exported(source, tmp_path / "export-source.jsonl")
     assert snapshot(moved) == snapshot(source)
 
 
@@ -261,7 +261,7 @@ def test_postgres_to_postgres_is_exact(source: Settings, postgres_url: str, post
         result = copy_memory(Settings.load(database_url=postgres_url), postgres_cluster.url(other))
         assert result.destination == postgres_cluster.url(other).replace(f":{PASSWORD}@", ":***@")
         moved = Settings.load(database_url=postgres_cluster.url(other))
-        assert exported(moved, tmp_path / "moved.jsonl") == exported(source, tmp_path / "source.jsonl")
+        assert exported(moved, tmp_path / "export-moved.jsonl") == exported(source, tmp_path / "export-source.jsonl")
         assert snapshot(moved) == snapshot(source)
     finally:
         postgres_cluster.drop_database(other)

@@ -348,3 +348,26 @@ def test_random_unicode_graphs_survive_import_export_import(entities: list[Entit
         assert db_graph(second) == db_graph(first) == expected
         assert export(second, tmp / "again.jsonl")[1] == data
         assert not any(name.endswith(".tmp") for name in os.listdir(folder))
+
+
+def test_export_and_backup_never_replace_a_device_or_named_pipe(db_path: Path, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """`export -o /dev/null` renamed its finished file over the device: run as root, /dev/null
+    became a regular file for every program (found by QA). A named pipe stands in for the device
+    here: export writes into it; backup refuses it (a database file goes there)."""
+    import os
+    import stat
+    import threading
+
+    fill(db_path, TRICKY_ENTITIES, [])
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    assert cli.main(["--database", str(db_path), "export", "-o", str(fifo)]) == 0
+    reader.join(timeout=30)
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and len(received[0].splitlines()) == len(TRICKY_ENTITIES)
+    assert cli.main(["--database", str(db_path), "backup", "--force", str(fifo)]) == 1
+    assert "not a regular file" in capsys.readouterr().err and stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []

@@ -587,7 +587,8 @@ def test_a_huge_limit_is_no_limit_on_both_backends(graph_backend: Backend) -> No
 def test_a_database_url_of_another_scheme_is_refused_without_echoing_it() -> None:
     from graph_memory.errors import SettingsError
 
-    with pytest.raises(SettingsError, match=r"MEMORY_DATABASE_URL: .*must start with postgresql://") as refused:
+    with pytest.raises(SettingsError, match=r"MEMORY_DATABASE_URL: .*must be a URL starting with postgresql://") \
+            as refused:
         Settings.load(database_url="mysql://user:pa55word@host/db")
     assert "pa55word" not in str(refused.value)
     masked = Settings.load(database_url="postgresql://u:pa55word@h/db?password=pa55word&sslmode=require")

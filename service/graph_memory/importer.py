@@ -920,6 +920,16 @@ def write_atomically(path: str | os.PathLike[str], write: Callable[[TextIO], int
     target = Path(path).expanduser().absolute()
     if target.is_symlink():   # the file it names is replaced, not the link (found by QA)
         target = Path(os.path.realpath(target))
+    if target.is_dir():
+        raise OutputError(f"{target} is a folder; name a file to write")
+    if target.exists() and not target.is_file():
+        # A device or named pipe (/dev/null, /dev/stdout, a FIFO) is written into: renaming a file
+        # over it replaced /dev/null itself for everyone when run as root (found by QA).
+        try:
+            with open(target, "w", encoding="utf-8", newline="") as out:
+                return write(out)
+        except OSError as exc:
+            raise OutputError(f"cannot write {target}: {exc.strerror or exc}") from exc
     try:
         mode = target.stat().st_mode & 0o7777
     except FileNotFoundError:

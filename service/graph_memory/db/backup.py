@@ -176,6 +176,9 @@ def backup_database(source: str | os.PathLike[str], dest: str | os.PathLike[str]
         if target.is_dir() or os.path.samefile(target, src_path):
             raise OutputError(f"{target} is {'a directory' if target.is_dir() else 'the database itself'}; "
                              f"choose another destination")
+        if not target.is_file():   # with --force the copy was renamed over it: /dev/null itself, as root
+            raise OutputError(f"{target} is not a regular file (a device or named pipe); a backup is a database "
+                              f"file: name a file or a folder")
         if not force:
             raise OutputError(f"{target} already exists; choose another name, or pass --force to replace it")
     try:
