@@ -313,7 +313,14 @@ def _typed_tools_if_valid(settings: Settings | None) -> tuple[ToolSpec, ...]:
 
 
 def _stdin_is_a_terminal() -> bool:
-    return sys.stdin is not None and sys.stdin.isatty()
+    """Whether file descriptor 0, which the stdio transport reads, is a terminal (not
+    ``sys.stdin``, which a test runner replaces)."""
+    import os
+
+    try:
+        return os.isatty(0)
+    except OSError:
+        return False
 
 
 def _schemas_beside(file_path: Path) -> tuple[Path, int] | None:
