@@ -370,4 +370,36 @@ def test_export_and_backup_never_replace_a_device_or_named_pipe(db_path: Path, t
     assert stat.S_ISFIFO(fifo.lstat().st_mode) and len(received[0].splitlines()) == len(TRICKY_ENTITIES)
     assert cli.main(["--database", str(db_path), "backup", "--force", str(fifo)]) == 1
     assert "not a regular file" in capsys.readouterr().err and stat.S_ISFIFO(fifo.lstat().st_mode)
+    # Through a symbolic link, as /dev/stdout is one: the pipe it names is written into.
+    link = tmp_path / "stdout"
+    link.symlink_to(fifo)
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    assert cli.main(["--database", str(db_path), "export", "-o", str(link)]) == 0
+    reader.join(timeout=30)
+    assert link.is_symlink() and stat.S_ISFIFO(fifo.lstat().st_mode) and received[1] == received[0]
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_an_export_over_the_legacy_file_that_cannot_be_recorded_says_so(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """QA: with the database locked by another process the export's record failed, said only by
+    an info log; the next export over the file was then refused as another program's change."""
+    import apsw
+
+    legacy = tmp_path / "memory.jsonl"
+    legacy.write_text('{"type":"entity","name":"A","entityType":"t","observations":["x"]}\n', encoding="utf-8")
+    db = tmp_path / "memory.db"
+    assert cli.main(["--database", str(db), "import", str(legacy)]) == 0
+    holder = apsw.Connection(str(db))
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        os.environ["MEMORY_BUSY_TIMEOUT_MS"] = "100"
+        code = cli.main(["--database", str(db), "export", "-o", str(legacy)])
+    finally:
+        del os.environ["MEMORY_BUSY_TIMEOUT_MS"]
+        holder.execute("ROLLBACK")
+        holder.close()
+    err = capsys.readouterr().err
+    assert code == 0 and "is the database's legacy file, and what was written could not be recorded" in err
+    assert "locked" in err

@@ -194,9 +194,8 @@ def test_an_export_over_the_legacy_file_is_recorded_so_only_the_reference_server
     assert 'still held:    2 items' in printed and 'entity "Bob" (person)' in printed
     assert 'relation "Alice" knows "Bob"' in printed
     assert [r.kind for r in graph_backend.run_read(lambda g: g.import_records())] == ["import", "export", "import"]
-    # Another file, or only a neighbourhood, is not the legacy file: nothing recorded.
+    # Another file is not the legacy file: nothing recorded.
     assert not export_graph(database_settings, tmp_path / "elsewhere.jsonl").recorded
-    assert not export_graph(database_settings, legacy, entities=["Alice"]).recorded
     assert len(graph_backend.run_read(lambda g: g.import_records())) == 3
 
 
@@ -278,3 +277,42 @@ def test_still_held_names_lost_observations_of_an_entity_the_file_still_has_and_
                 {"type": "relation", "from": "Alice", "to": "Bob", "relationType": "knows"}]
     assert dry.gone_held == report.gone_held == expected
     assert report.lines_gone == 3 and report.observations_added == 1
+
+
+def test_an_edit_there_as_delete_and_add_still_names_the_lost_observation_after_the_merge(
+        graph_backend: Any, database_settings: Settings, tmp_path: Path) -> None:
+    """QA: the reference server edits an observation by deleting it and adding another; the dry
+    run named the lost one, the real merge (which changes the entity first) no longer did."""
+    from graph_memory.service import export_graph
+
+    legacy = tmp_path / "memory.jsonl"
+    legacy.write_bytes(ALICE_EDITED + b"\n")
+    import_file(database_settings, str(legacy))
+    assert export_graph(database_settings, legacy).recorded
+    legacy.write_bytes(b'{"type":"entity","name":"Alice","entityType":"person","observations":["moved to Oslo",'
+                       b'"likes coffee"]}')
+    expected = [{"type": "observations", "entityName": "Alice", "observations": ["likes tea"]}]
+    assert import_file(database_settings, str(legacy), new_lines=True, dry_run=True).gone_held == expected
+    assert import_file(database_settings, str(legacy), new_lines=True).gone_held == expected
+
+
+def test_exports_over_the_legacy_file_that_lose_nothing_or_record_nothing(
+        graph_backend: Any, database_settings: Settings, tmp_path: Path) -> None:
+    """QA: a picture or a part of the graph written over the legacy file (the reference server's
+    memory) was neither refused nor recorded; the same lines rewritten by the reference server
+    (without the last newline) were refused as a change; every repeated export added a record."""
+    from graph_memory.errors import OutputError
+    from graph_memory.service import export_graph
+
+    legacy = tmp_path / "memory.jsonl"
+    legacy.write_bytes(b"\n".join([ALICE, BOB, KNOWS]) + b"\n")
+    import_file(database_settings, str(legacy))
+    for fmt, entities in (("mermaid", ()), ("jsonl", ("Bob",))):
+        with pytest.raises(OutputError, match=r"is the memory file of the database .* a picture or a part"):
+            export_graph(database_settings, legacy, fmt=fmt, entities=entities)   # type: ignore[arg-type]
+    assert export_graph(database_settings, tmp_path / "picture.mmd", fmt="mermaid").entities == 2
+    for _ in range(3):
+        assert export_graph(database_settings, legacy).recorded
+    assert [r.kind for r in graph_backend.run_read(lambda g: g.import_records())] == ["import", "export"]
+    legacy.write_bytes(legacy.read_bytes().rstrip(b"\n"))   # as the reference server writes it back
+    assert export_graph(database_settings, legacy).recorded

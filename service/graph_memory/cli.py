@@ -615,8 +615,9 @@ def cmd_export(args: argparse.Namespace) -> int:
               f"import --new-lines) tells what another program changes in it from what graph-memory wrote",
               file=sys.stderr)
     elif result.not_recorded:
-        print(f"note: {output} was written but not recorded in the database ({result.not_recorded}); if it is "
-              f"the database's legacy file, the next start takes what was written for a change of the file",
+        print(f"note: {output} is the database's legacy file, and what was written could not be recorded in the "
+              f"database ({result.not_recorded}): the next start takes it for a change of the file, and the next "
+              f"export over it is refused until that is merged (import --new-lines) or --force is given",
               file=sys.stderr)
     if weighted and not args.with_weights and args.format == "jsonl":
         print(f"note: {plural(weighted, 'relation weight')} {'was' if weighted == 1 else 'were'} not written "

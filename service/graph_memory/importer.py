@@ -747,9 +747,12 @@ def legacy_file_changed_since_recorded(backend: Backend, file: Path, legacy_file
         return (f"{path} is a memory file this database ({backend.path}) never imported: writing over it would "
                 f"lose what it holds. Merge it first with {graph_memory_command('import', path, database=backend.path)}"
                 f", or export elsewhere")
+    recorded = backend.run_read(lambda g: g.line_digests(path))
     if latest.sha256 is None or FileState.of(path).sha256 == latest.sha256:
         return None
-    digests = backend.run_read(lambda g: g.line_digests(path)) is not None
+    if recorded is not None and _state_and_digests(Path(path))[1] == recorded:
+        return None   # the same lines, rewritten (the reference server leaves out the last newline)
+    digests = recorded is not None
     merge = graph_memory_command("import", *(["--new-lines"] if digests else []), path, database=backend.path)
     return (f"{path} changed since it was {_RECORDED_AS.get(latest.kind, 'imported into')} {backend.path} at "
             f"{latest.recorded_at} (another "
@@ -757,25 +760,38 @@ def legacy_file_changed_since_recorded(backend: Backend, file: Path, legacy_file
             f"them first with {merge} (add --dry-run to see what it would add), then export again")
 
 
-def record_export(backend: Backend, file: Path, legacy_files: Sequence[Path]) -> bool:
-    """After ``graph-memory export -o FILE`` of the whole graph in the reference format: when
-    ``FILE`` is a legacy file of this database (it has a record under its path, or it is one of
-    ``legacy_files``, the files a first start would import), record its new state as kind
-    ``export`` with the digests of its lines. Else the next start took graph-memory's own lines
-    for a change (a warning at every start), and a later ``import --new-lines`` counted them as
-    new and gone (found by QA); now it merges only what another program — the reference server,
-    switched back to — changed in the file since. Returns whether a record was written; a
-    database that cannot be written (read-only) only leaves the file unrecorded, said at info."""
+def is_legacy_file(backend: Backend, file: Path, legacy_files: Sequence[Path]) -> bool:
+    """Whether ``file`` is a legacy file of this database: it has a record under its path, or it
+    is one of ``legacy_files`` (the files a first start would import)."""
     path = record_path(file)
-    if (path not in {record_path(f) for f in legacy_files}
-            and backend.run_read(lambda g: g.latest_record(path)) is None):
+    return (path in {record_path(f) for f in legacy_files}
+            or backend.run_read(lambda g: g.latest_record(path)) is not None)
+
+
+def record_export(backend: Backend, file: Path, legacy_files: Sequence[Path]) -> bool:
+    """After ``graph-memory export -o FILE`` of the whole graph (the reference format, or
+    MemoryMesh's for a MemoryMesh file): when ``FILE`` is a legacy file of this database
+    (:func:`is_legacy_file`), record its new state as kind ``export`` with the digests of its
+    lines. Else the next start took graph-memory's own lines for a change (a warning at every
+    start), and a later ``import --new-lines`` counted them as new and gone (found by QA); now it
+    merges only what another program — the reference server, switched back to — changed in the
+    file since. A file just as its latest record has it (a repeated export of an unchanged
+    memory) adds no record. Returns whether the file is a legacy file (and so recorded).
+
+    Raises:
+        GraphError: the record could not be written (the database is locked, or read-only).
+    """
+    if not is_legacy_file(backend, file, legacy_files):
         return False
+    path = record_path(file)
     state, digests = _state_and_digests(Path(path))
-    try:
-        backend.run_write(lambda g: _insert_record(g, "export", state, None, digests))
-    except GraphError as exc:
-        log.info("legacy_export_not_recorded", path=path, database=str(backend.path), error=str(exc)[:500])
-        return False
+
+    def run(g: Graph) -> None:
+        latest = g.latest_record(path)
+        if latest is None or latest.sha256 != state.sha256 or latest.kind != "export":
+            _insert_record(g, "export", state, None, digests)
+
+    backend.run_write(run)
     log.info("legacy_file_exported", path=path, database=str(backend.path), size_bytes=state.size_bytes,
              sha256=state.sha256, line_digests=digests is not None)
     return True
@@ -918,18 +934,19 @@ def write_atomically(path: str | os.PathLike[str], write: Callable[[TextIO], int
         OutputError: the folder or file cannot be written (nothing changed at ``path``).
     """
     target = Path(path).expanduser().absolute()
-    if target.is_symlink():   # the file it names is replaced, not the link (found by QA)
-        target = Path(os.path.realpath(target))
     if target.is_dir():
         raise OutputError(f"{target} is a folder; name a file to write")
     if target.exists() and not target.is_file():
-        # A device or named pipe (/dev/null, /dev/stdout, a FIFO) is written into: renaming a file
-        # over it replaced /dev/null itself for everyone when run as root (found by QA).
+        # A device or named pipe, also through a link (/dev/null, /dev/stdout, a FIFO, >(gzip)) is
+        # written into: renaming a file over it replaced /dev/null and /dev/stdout themselves for
+        # everyone when run as root (found by QA).
         try:
             with open(target, "w", encoding="utf-8", newline="") as out:
                 return write(out)
         except OSError as exc:
             raise OutputError(f"cannot write {target}: {exc.strerror or exc}") from exc
+    if target.is_symlink():   # the file it names is replaced, not the link (found by QA)
+        target = Path(os.path.realpath(target))
     try:
         mode = target.stat().st_mode & 0o7777
     except FileNotFoundError:
