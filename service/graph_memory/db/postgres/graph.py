@@ -38,7 +38,7 @@ from graph_memory.db.postgres.bulk import (
 )
 from graph_memory.db.postgres.text import decode, document, encode, key, relation_key
 from graph_memory.db.postgres.text import key as _key
-from graph_memory.db.records import RECORD_COLUMNS, ImportRecord
+from graph_memory.db.records import FORGET_OLDER_DIGESTS, RECORD_COLUMNS, ImportRecord
 from graph_memory.db.rows import StoredEntity, StoredObservation, StoredRelation
 from graph_memory.errors import Conflict, EntityNotFound, RelationNotFound
 from graph_memory.models import (
@@ -823,6 +823,8 @@ class PostgresGraph:
             values.append(line_digests)
         self.conn.execute(f"INSERT INTO legacy_imports ({columns}) VALUES ({', '.join(['%s'] * len(values))})",
                           values)
+        if line_digests is not None:
+            self.conn.execute(FORGET_OLDER_DIGESTS, (encode(path), encode(path)))
 
     def line_digests(self, path: str) -> bytes | None:
         row = self._one("SELECT line_digests FROM legacy_imports WHERE path = %s ORDER BY id DESC LIMIT 1",
