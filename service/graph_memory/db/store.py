@@ -92,11 +92,11 @@ def _prepare_folder(path: Path) -> None:
     except OSError as exc:
         raise StoreError(
             f"cannot create the folder {path.parent} for the database: {exc.strerror or exc}; "
-            f"choose another location with MEMORY_FILE_PATH"
+            f"choose another location with MEMORY_FILE_PATH (or --database)"
         ) from exc
     if not os.access(path.parent, os.W_OK | os.X_OK):
         raise StoreError(f"cannot create the database in {path.parent}: folder not writable; "
-                         f"choose another location with MEMORY_FILE_PATH")
+                         f"choose another location with MEMORY_FILE_PATH (or --database)")
 
 
 def _builds(path: Path) -> list[tuple[Path, float]]:
@@ -294,7 +294,7 @@ class Store:
                 pass  # another process created it meanwhile
             except OSError as exc:
                 raise StoreError(f"cannot create the database {path}: {exc.strerror or exc}; "
-                                 f"choose another location with MEMORY_FILE_PATH") from exc
+                                 f"choose another location with MEMORY_FILE_PATH (or --database)") from exc
         try:
             conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
         except apsw.Error as exc:
@@ -368,7 +368,7 @@ class Store:
                 os.close(fd)
             except OSError as exc:
                 raise StoreError(f"cannot create the database in {path.parent}: {exc.strerror or exc}; "
-                                 f"choose another location with MEMORY_FILE_PATH") from exc
+                                 f"choose another location with MEMORY_FILE_PATH (or --database)") from exc
             building = Path(name)
         except BaseException:
             _release(held)
@@ -1147,7 +1147,7 @@ def translate(exc: apsw.Error, path: Path) -> StoreError:
                 f"MEMORY_FILE_PATH to that (its memory is imported on the first start into {database} beside "
                 f"it, and the file is never changed){importing}. It was not modified.")
         return StoreError(f"{path} is not a SQLite database (or its header is damaged); move it aside "
-                          f"or point MEMORY_FILE_PATH at another file. It was not modified.")
+                          f"or point MEMORY_FILE_PATH (or --database) at another file. It was not modified.")
     if isinstance(exc, apsw.CorruptError):
         return StoreError(f"database {path} is corrupt ({exc}); restore a backup "
                           f"({graph_memory_command('restore', 'BACKUP', database=path)}), or recover what is readable "
