@@ -345,3 +345,61 @@ def test_only_the_newest_record_of_a_file_keeps_its_line_digests(
         kept = graph_backend.run_read(lambda g: [tuple(r) for r in g.conn.execute(sql).fetchall()])
     assert [count for _, count in kept] == [1, 1]
     assert graph_backend.run_read(lambda g: g.line_digests(record_path(legacy))) == line_digests(legacy.read_bytes())
+
+
+NODE_A = b'{"type":"node","name":"Alice","nodeType":"person","metadata":["likes tea","moved to Oslo"]}'
+NODE_B = b'{"type":"node","name":"Bob","nodeType":"person","metadata":["plays chess"]}'
+EDGE = b'{"type":"edge","from":"Alice","to":"Bob","edgeType":"knows","weight":1}'
+
+
+def test_a_memorymesh_legacy_file_round_trip_names_what_memorymesh_deleted(
+        graph_backend: Any, database_settings: Settings, tmp_path: Path) -> None:
+    """QA: a MemoryMesh file never got a `still held` list (its lines were matched as the
+    reference format writes them), and a reference-format export over it was written silently."""
+    from graph_memory.errors import OutputError
+    from graph_memory.service import export_graph
+
+    legacy = tmp_path / "memory.json"
+    legacy.write_bytes(b"\n".join([NODE_A, NODE_B, EDGE]) + b"\n")
+    import_file(database_settings, str(legacy))
+    with pytest.raises(OutputError, match=r"in MemoryMesh's format.*add --format memorymesh"):
+        export_graph(database_settings, legacy)
+    assert export_graph(database_settings, legacy, fmt="memorymesh").recorded
+    # MemoryMesh deletes Bob (and the edge) and one of Alice's metadata, writing without a last newline.
+    legacy.write_bytes(b'{"type":"node","name":"Alice","nodeType":"person","metadata":["moved to Oslo"]}')
+    report = import_file(database_settings, str(legacy), new_lines=True)
+    assert report.lines_gone == 3 and report.gone_held == [
+        {"type": "observations", "entityName": "Alice", "observations": ["likes tea"]},
+        {"type": "entity", "name": "Bob", "entityType": "person", "observations": ["plays chess"]},
+        {"type": "relation", "from": "Alice", "to": "Bob", "relationType": "knows"}]
+
+
+def test_the_same_lines_written_back_or_bytes_recorded_elsewhere_are_no_change(
+        graph_backend: Any, database_settings: Settings, tmp_path: Path) -> None:
+    """QA: the reference server writing the same lines back without the last newline, or a
+    folder moved back, was warned of at every start; an export over a moved and changed file
+    suggested a whole-file import, which brings back what was deleted."""
+    import shutil
+
+    from graph_memory.errors import OutputError
+    from graph_memory.importer import warn_if_legacy_file_changed
+    from graph_memory.service import export_graph
+
+    legacy = tmp_path / "memory.jsonl"
+    legacy.write_bytes(b"\n".join([ALICE, BOB, KNOWS]) + b"\n")
+    import_file(database_settings, str(legacy))
+    legacy.write_bytes(b"\n".join([ALICE, BOB, KNOWS]))
+    assert warn_if_legacy_file_changed(graph_backend, legacy) is None
+    elsewhere = tmp_path / "moved" / "memory.jsonl"
+    elsewhere.parent.mkdir()
+    shutil.copyfile(legacy, elsewhere)
+    elsewhere.write_bytes(elsewhere.read_bytes() + b"\n" + CAROL)   # moved, then changed there
+    if graph_backend.kind == "sqlite":   # the database moves with it
+        from graph_memory.db.backup import backup_database
+
+        backup_database(database_settings.database_path, elsewhere.with_suffix(".db"))
+        moved = Settings.load(file_path=elsewhere)
+    else:   # one database, its legacy file elsewhere now
+        moved = database_settings.model_copy(update={"file_path": elsewhere})
+    with pytest.raises(OutputError, match=r"differs from .* import --new-lines"):
+        export_graph(moved, elsewhere)

@@ -76,7 +76,7 @@ from graph_memory.legacy import (
     parse_legacy,
     write_legacy,
 )
-from graph_memory.meshfile import stream_memory_file, write_memorymesh
+from graph_memory.meshfile import MEMORYMESH, detect, iter_memorymesh_lines, stream_memory_file, write_memorymesh
 from graph_memory.models import (
     DEFAULT_WEIGHT,
     AddedObservations,
@@ -1011,7 +1011,8 @@ def import_file(settings: Settings, file: str, *, skip_invalid: bool = False, dr
     # Named before the merge changes the entities whose lines are gone (found by QA: an entity that
     # lost an observation there and gained another was no longer listed after the real merge).
     held = (_still_held(settings, known - known_lines(current or b""),
-                        parse_legacy(legacy.data, skip_invalid=True, dialect=legacy.dialect)) if gone else [])
+                        parse_legacy(legacy.data, skip_invalid=True, dialect=legacy.dialect),
+                        mesh=legacy.dialect is MEMORYMESH) if gone else [])
 
     def load(backend: Backend, stream: LegacyStream) -> ImportReport:
         total = stream.entity_records + stream.relation_records if stream.checked else None
@@ -1040,14 +1041,17 @@ def import_file(settings: Settings, file: str, *, skip_invalid: bool = False, dr
     return report
 
 
-def _still_held(settings: Settings, gone: frozenset[bytes], now: LegacyGraph) -> list[dict[str, Any]]:
+def _still_held(settings: Settings, gone: frozenset[bytes], now: LegacyGraph, *,
+                mesh: bool = False) -> list[dict[str, Any]]:
     """What the database still holds of the lines a legacy file held at its last record and holds
     no more (their digests: ``gone``), which a merge cannot delete; ``now`` is the file as it is.
     An entity or relation whose line, as ``export`` writes it (with or without weights), is gone
     and that the file no longer has: what the other program deleted, as its line's dict. An
     entity the file still has (its line edited there): the observations the file lost, as
     ``{"type": "observations", "entityName", "observations"}`` (found by QA: such entities were
-    listed whole, as if deleted). Entities first, then relations, in the database's order.
+    listed whole, as if deleted). Entities first, then relations, in the database's order. With
+    ``mesh`` the file is MemoryMesh's: its lines are matched as ``export --format memorymesh``
+    writes them (the items are still given in the reference shape).
 
     An item changed in the database after the record matches no gone line and is not listed."""
     if backends.database_missing(settings):
@@ -1064,9 +1068,10 @@ def _still_held(settings: Settings, gone: frozenset[bytes], now: LegacyGraph) ->
 
     held: list[dict[str, Any]] = []
     plain = iter_legacy_lines(graph.entities, graph.relations)
-    weighted = iter_legacy_lines(graph.entities, graph.relations, with_weights=True, inverses=inverses)
+    weighted = (iter_memorymesh_lines(graph.entities, graph.relations) if mesh else
+                iter_legacy_lines(graph.entities, graph.relations, with_weights=True, inverses=inverses))
     for line, with_weight in zip(plain, weighted, strict=True):   # one line per item, the same order
-        if not (gone_line(line) or gone_line(with_weight)):
+        if not ((not mesh and gone_line(line)) or gone_line(with_weight)):
             continue
         item = json.loads(line)
         if item["type"] == "relation":
@@ -1167,7 +1172,7 @@ def export_graph(settings: Settings, output: Path | Callable[[Callable[[TextIO],
         whole = fmt in ("jsonl", "memorymesh") and not entities   # a memory file: what could be recorded
         if isinstance(output, Path) and not force:
             _refuse_a_lossy_overwrite(backend, output, settings.legacy_candidates, empty=not snapshot.entities,
-                                      whole=whole)
+                                      whole=whole, fmt=fmt)
 
     def write(out: TextIO) -> int:
         if fmt == "jsonl":
@@ -1196,12 +1201,13 @@ def export_graph(settings: Settings, output: Path | Callable[[Callable[[TextIO],
 
 
 def _refuse_a_lossy_overwrite(backend: Backend, output: Path, legacy_files: Sequence[Path], *, empty: bool,
-                              whole: bool) -> None:
+                              whole: bool, fmt: ExportFormat) -> None:
     """Refuse an export that would write over what the database does not hold (found by QA):
     a legacy file of the database that another program changed since it was recorded, or one
     never imported (:func:`~graph_memory.importer.legacy_file_changed_since_recorded`); a legacy
     file with a picture or a part of the graph (not ``whole``); or a non-empty file, with a graph
-    that is empty (the wrong database, most likely).
+    that is empty (the wrong database, most likely); or a legacy file in the other memory format
+    (the reference server's, MemoryMesh's) than ``fmt``: its program would read nothing back.
 
     Raises:
         OutputError: saying what would be lost and what to do; ``--force`` writes anyway.
@@ -1211,6 +1217,13 @@ def _refuse_a_lossy_overwrite(backend: Backend, output: Path, legacy_files: Sequ
         problem = (f"{output} is the memory file of the database {backend.path} (what the reference server reads "
                    f"when you switch back): a picture or a part of the graph written there would leave it only "
                    f"that; write it to another file")
+    if problem is None and whole and output.is_file() and is_legacy_file(backend, output, legacy_files):
+        with output.open("rb") as head:
+            held = detect(head.read(1 << 16))
+        if (held is MEMORYMESH) != (fmt == "memorymesh"):   # found by QA: written silently
+            wanted, name = ("memorymesh", "MemoryMesh's") if held is MEMORYMESH else ("jsonl", "the reference server's")
+            problem = (f"{output} is the memory file of the database {backend.path} in {name} format, and this "
+                       f"export would write the other one, which its program reads nothing of: add --format {wanted}")
     if problem is None and empty:
         try:
             size = output.stat().st_size if output.is_file() else 0

@@ -56,7 +56,7 @@ class ImportRecord:
                     f"path (the record with this sha256); not imported again, kept to notice later changes")
         if self.kind == "export":
             return (f"{self.recorded_at} exported: {file}: written from this database by the export command (to "
-                    f"switch back to the reference server); not imported, kept to notice later changes")
+                    f"switch back); not imported, kept to notice later changes")
         how = "imported on the first start" if self.kind == "first_start" else "imported by the import command"
         return (f"{self.recorded_at} {how}: {file}: {plural(self.entities or 0, 'entity', 'entities')}, "
                 f"{plural(self.observations or 0, 'observation')}, {plural(self.relations or 0, 'relation')} "
