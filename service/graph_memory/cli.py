@@ -568,13 +568,11 @@ def _print_import(report: ImportReport) -> None:
         more = f" and {len(names) - _LISTED_NAMES} more (--json lists them all)" if len(names) > _LISTED_NAMES else ""
         print(f"  would create:  {shown}{more}")
         if (recorded := report.recorded) is not None and recorded.kind != "upgrade":
-            how = {"baseline": "recorded by", "moved": "recorded by", "export": "exported from"}.get(
-                recorded.kind, "imported into")
             moved = ("" if recorded.path == str(Path(report.source).absolute()) else
                      f" (recorded as {recorded.path}: moved here, or copied with the database?)")
-            print(f"  note:          this file{moved} was {how} this database at {recorded.recorded_at}; the "
-                  f"entities above are not in it now: added to the file since, or deleted from the memory since "
-                  f"(an import brings those back)")
+            print(f"  note:          this file{moved} was {recorded.done_with_database} this database at "
+                  f"{recorded.recorded_at}; the entities above are not in it now: added to the file since, or "
+                  f"deleted from the memory since (an import brings those back)")
     for label, labels, lines in (("skipped line", "skipped lines", report.skipped_lines),
                                  ("invalid line (skipped)", "invalid lines (skipped)", report.invalid_lines)):
         for number, reason in lines[:_LISTED_LINES]:

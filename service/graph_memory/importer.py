@@ -763,7 +763,7 @@ def legacy_file_changed_since_recorded(backend: Backend, file: Path, legacy_file
         return None
     digests = backend.run_read(lambda g: g.line_digests(path)) is not None
     merge = graph_memory_command("import", *(["--new-lines"] if digests else []), path, database=backend.path)
-    return (f"{path} changed since it was {_RECORDED_AS.get(latest.kind, 'imported into')} {backend.path} at "
+    return (f"{path} changed since it was {latest.done_with_database} {backend.path} at "
             f"{latest.recorded_at} (another program, such as the reference server or MemoryMesh, wrote to it): "
             f"writing over it would lose those changes. Merge them first with {merge} (add --dry-run to see what "
             f"it would add), then export again")
@@ -844,17 +844,13 @@ def warn_if_legacy_file_changed(backend: Backend, legacy_path: Path) -> str | No
         return None
     newer = latest.mtime_ns is not None and state.mtime_ns > latest.mtime_ns
     changed = (f"the legacy file {path} is {'newer than' if newer else 'different from'} what was "
-               f"{_RECORDED_AS.get(latest.kind, 'imported into')} {backend.path} at "
+               f"{latest.done_with_database} {backend.path} at "
                f"{latest.recorded_at}; it was not merged. ")
     command, how = _merge_advice(backend, path, backend.run_read(lambda g: g.line_digests(path)) is not None)
     log.warning("legacy_file_changed", path=path, database=str(backend.path), recorded_kind=latest.kind,
                 recorded_at=latest.recorded_at, recorded_size_bytes=latest.size_bytes, recorded_mtime=latest.mtime,
                 size_bytes=state.size_bytes, mtime=state.mtime, message=changed + how, merge_command=command)
     return "legacy_file_changed"
-
-
-# How the warning of a changed file names what its record holds, by the record's kind.
-_RECORDED_AS = {"baseline": "recorded into", "moved": "recorded into", "export": "exported from"}
 
 
 def _merge_advice(backend: Backend, path: str, digests: bool) -> tuple[str, str]:
@@ -895,15 +891,14 @@ def _warn_if_never_imported(backend: Backend, legacy_path: Path, path: str, stat
     old_path = recorded.path or ""
     digests = backend.run_read(lambda g: g.line_digests(old_path)) is not None
     command, how = _merge_advice(backend, path, digests)
-    what = "imported into" if recorded.kind in ("first_start", "import") else "recorded by"
     log.warning("legacy_file_not_imported", path=path, database=str(backend.path), size_bytes=stat.st_size,
                 mtime=_iso(stat.st_mtime_ns), recorded_path=recorded.path, recorded_kind=recorded.kind,
                 recorded_at=recorded.recorded_at,
                 message=f"the legacy file {path} was never imported into {backend.path} under this path, but a file "
-                        f"of the same name, {recorded.path}, was {what} it at {recorded.recorded_at}; if this is "
-                        f"that file, moved here (or copied with the database) and changed since, it was not "
-                        f"merged. " + how + (" (its lines are compared with those recorded for "
-                                             f"{recorded.path})" if digests else ""),
+                        f"of the same name, {recorded.path}, was {recorded.done_with_database} it at "
+                        f"{recorded.recorded_at}; if this is that file, moved here (or copied with the database) "
+                        f"and changed since, it was not merged. " + how
+                        + (f" (its lines are compared with those recorded for {recorded.path})" if digests else ""),
                 merge_command=command)
     return "legacy_file_not_imported"
 

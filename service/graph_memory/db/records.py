@@ -42,6 +42,14 @@ class ImportRecord:
                 "mtime": self.mtime, "entities": self.entities, "observations": self.observations,
                 "relations": self.relations, "recorded_at": self.recorded_at}
 
+    @property
+    def done_with_database(self) -> str:
+        """What the record says was done with the file and the database, for messages ("the file
+        was … the database"): ``imported into``, ``recorded into`` (a baseline, a moved file) or
+        ``exported from``."""
+        return {"baseline": "recorded into", "moved": "recorded into", "export": "exported from"}.get(
+            self.kind, "imported into")
+
     def describe(self) -> str:
         """One line for people (``graph-memory stats``)."""
         if self.kind == "upgrade":
