@@ -753,19 +753,21 @@ def legacy_file_changed_since_recorded(backend: Backend, file: Path, legacy_file
         if same:   # the bytes recorded under the path it was moved from: nothing to lose
             return None
         # A whole-file import would bring back what was deleted since (found by QA): its lines.
-        digests = backend.run_read(lambda g: g.line_digests(record.path or "")) is not None
-        merge = graph_memory_command("import", *(["--new-lines"] if digests else []), path, database=backend.path)
         return (f"{path} differs from {record.path} as it was recorded at {record.recorded_at} (moved here, then "
-                f"changed by another program?): writing over it would lose those changes. Merge them first with "
-                f"{merge} (add --dry-run to see what it would add), then export again")
+                f"changed by another program?): " + _merge_first(backend, path, record.path or ""))
     state = FileState.of(path)
     if latest.sha256 is None or state.sha256 == latest.sha256 or same_as_recorded(backend, path, state):
         return None
-    digests = backend.run_read(lambda g: g.line_digests(path)) is not None
-    merge = graph_memory_command("import", *(["--new-lines"] if digests else []), path, database=backend.path)
-    return (f"{path} changed since it was {latest.done_with_database} {backend.path} at "
-            f"{latest.recorded_at} (another program, such as the reference server or MemoryMesh, wrote to it): "
-            f"writing over it would lose those changes. Merge them first with {merge} (add --dry-run to see what "
+    return (f"{path} changed since it was {latest.done_with_database} {backend.path} at {latest.recorded_at} "
+            f"(another program, such as the reference server or MemoryMesh, wrote to it): "
+            + _merge_first(backend, path, path))
+
+
+def _merge_first(backend: Backend, path: str, recorded_path: str) -> str:
+    """The end of an export's refusal to write over the changed legacy file ``path``: merge it
+    first, by its new lines when the record of ``recorded_path`` it is compared with kept them."""
+    merge = _merge_command(backend, path, backend.run_read(lambda g: g.line_digests(recorded_path)) is not None)
+    return (f"writing over it would lose those changes. Merge them first with {merge} (add --dry-run to see what "
             f"it would add), then export again")
 
 
@@ -857,15 +859,20 @@ def _merge_advice(backend: Backend, path: str, digests: bool) -> tuple[str, str]
     """The command that merges the changed legacy file ``path`` and the sentences that say what it
     does: ``import --new-lines`` when the record it is compared with kept line ``digests``, else
     the whole-file merge, with the warning that it brings back what was deleted since."""
+    command = _merge_command(backend, path, digests)
     if digests:
-        command = graph_memory_command("import", "--new-lines", path, database=backend.path)
         return command, (f"To merge what changed in it since (its new and edited lines; what was deleted from the "
                          f"memory since stays deleted) run: {command} (add --dry-run to see first what it would add)")
-    command = graph_memory_command("import", path, database=backend.path)
     return command, (f"An import merges the whole file (existing entities gain only what they lack), so whatever "
                      f"was deleted from the memory since then comes back too: first see what it would add, entity "
                      f"by entity, with: {graph_memory_command('import', '--dry-run', path, database=backend.path)}; "
                      f"then merge it with: {command}")
+
+
+def _merge_command(backend: Backend, path: str, digests: bool) -> str:
+    """The command that merges the legacy file ``path``: by its new lines (``import --new-lines``)
+    when the record it is compared with kept line ``digests``, else whole."""
+    return graph_memory_command("import", *(["--new-lines"] if digests else []), path, database=backend.path)
 
 
 def _warn_if_never_imported(backend: Backend, legacy_path: Path, path: str, stat: os.stat_result) -> str | None:
