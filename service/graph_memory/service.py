@@ -1007,11 +1007,11 @@ def import_file(settings: Settings, file: str, *, skip_invalid: bool = False, dr
     # (deleted or edited there since; found by QA: nothing said so). The file's digests are the
     # new import record's too.
     current = line_digests(legacy.data, legacy.dialect) if new_lines else None
-    gone = len(known - known_lines(current or b"")) if new_lines else None
+    gone_lines = known - known_lines(current or b"")
+    gone = len(gone_lines) if new_lines else None
     # Named before the merge changes the entities whose lines are gone (found by QA: an entity that
     # lost an observation there and gained another was no longer listed after the real merge).
-    held = (_still_held(settings, known - known_lines(current or b""),
-                        parse_legacy(legacy.data, skip_invalid=True, dialect=legacy.dialect),
+    held = (_still_held(settings, gone_lines, parse_legacy(legacy.data, skip_invalid=True, dialect=legacy.dialect),
                         mesh=legacy.dialect is MEMORYMESH) if gone else [])
 
     def load(backend: Backend, stream: LegacyStream) -> ImportReport:
@@ -1213,11 +1213,12 @@ def _refuse_a_lossy_overwrite(backend: Backend, output: Path, legacy_files: Sequ
         OutputError: saying what would be lost and what to do; ``--force`` writes anyway.
     """
     problem = legacy_file_changed_since_recorded(backend, output, legacy_files)
-    if problem is None and not whole and output.is_file() and is_legacy_file(backend, output, legacy_files):
+    legacy = problem is None and output.is_file() and is_legacy_file(backend, output, legacy_files)
+    if legacy and not whole:
         problem = (f"{output} is the memory file of the database {backend.path} (what the reference server reads "
                    f"when you switch back): a picture or a part of the graph written there would leave it only "
                    f"that; write it to another file")
-    if problem is None and whole and output.is_file() and is_legacy_file(backend, output, legacy_files):
+    if legacy and whole:
         with output.open("rb") as head:
             held = detect(head.read(1 << 16))
         if (held is MEMORYMESH) != (fmt == "memorymesh"):   # found by QA: written silently
