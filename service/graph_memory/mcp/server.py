@@ -418,13 +418,7 @@ def build_server(memory: MemoryService, *, extra_tools: tuple[ToolSpec, ...] = (
         ``graph-memory``) with ``handle.server.run(...)`` (stdio) or through
         :func:`graph_memory.mcp.http.serve_http` (HTTP).
     """
-    if profile == "memorymesh":
-        from graph_memory.mcp import memorymesh  # imported only for its profile (cold start)
-
-        tools = memorymesh.profile_tools(extra_tools)
-    else:
-        tools = (*TOOLS, *extra_tools)
-    specs = {spec.name: spec for spec in tools}
+    specs = {spec.name: spec for spec in _profile_tools(profile, extra_tools)}
     handlers = _Handlers(memory, specs, profile)
     listen = ListenHandler(handlers.bus)
     server: SdkServer = Server(
@@ -443,6 +437,15 @@ def build_server(memory: MemoryService, *, extra_tools: tuple[ToolSpec, ...] = (
     return ServerHandle(server, handlers.subscribers, listen, handlers.idle_catch_up, handlers.external)
 
 
+def _profile_tools(profile: Profile, extra_tools: tuple[ToolSpec, ...]) -> tuple[ToolSpec, ...]:
+    """The tools a server of ``profile`` advertises, ``extra_tools`` (the typed tools) included."""
+    if profile == "memorymesh":
+        from graph_memory.mcp import memorymesh  # imported only for its profile (cold start)
+
+        return memorymesh.profile_tools(extra_tools)
+    return (*TOOLS, *extra_tools)
+
+
 def refusal_text(reason: str) -> str:
     """What every call of a server refusing its start answers (:func:`build_refusing_server`)."""
     return (f"graph-memory could not start, so no memory can be read or stored in this session. {reason}\n"
@@ -457,12 +460,7 @@ def build_refusing_server(reason: str, *, profile: Profile = "reference",
     (:func:`refusal_text` of ``reason``, the refusal's message), and the same in the initialize
     result's instructions. No database is open.
     """
-    if profile == "memorymesh":
-        from graph_memory.mcp import memorymesh  # imported only for its profile (cold start)
-
-        tools: tuple[ToolSpec, ...] = memorymesh.profile_tools(extra_tools)
-    else:
-        tools = (*TOOLS, *extra_tools)
+    tools = _profile_tools(profile, extra_tools)
     text = refusal_text(reason)
 
     async def call_tool(ctx: RequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
