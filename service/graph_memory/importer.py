@@ -736,7 +736,11 @@ def legacy_file_changed_since_recorded(backend: Backend, file: Path, legacy_file
     under its path, or one of ``legacy_files``, which a first start would import) and it holds
     something the database has no record of — changed since its latest record (another program,
     the reference server switched back to, wrote to it) or never imported — why writing over it
-    would lose that, with what to do; else None (nothing would be lost)."""
+    would lose that, with what to do; else None (nothing would be lost).
+
+    Raises:
+        LegacyFormatError: the file cannot be read.
+    """
     path = record_path(file)
     if not Path(path).is_file():
         return None
@@ -776,7 +780,11 @@ def same_as_recorded(backend: Backend, path: str, state: FileState) -> bool:
     holds nothing new all the same: the bytes of another record of this database (its folder
     moved back, an earlier copy), or the same lines as its latest record, written back (the
     reference server and MemoryMesh leave out the last newline). Found by QA: each was warned of
-    at every start as a change, and an export over it refused."""
+    at every start as a change, and an export over it refused.
+
+    Raises:
+        LegacyFormatError: the file cannot be read.
+    """
     records = backend.run_read(lambda g: g.import_records())
     if any((r.size_bytes, r.sha256) == (state.size_bytes, state.sha256) for r in records):
         return True
