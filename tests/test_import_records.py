@@ -438,7 +438,7 @@ def test_a_baseline_whose_line_digests_fail_still_lets_the_server_start(
     capsys.readouterr()
     assert start_and_close(db) is None
     assert [r["kind"] for r in records(db)] == ["upgrade", "baseline"]
-    (warning,) = [e for e in events(capsys.readouterr().err) if e["event"] == "legacy_line_digests_not_recorded"]
+    (warning,) = [e for e in events(capsys.readouterr().err) if e["event"] == "legacy_line_digests_unavailable"]
     assert warning["error"] == "MemoryError" and warning["level"] == "warning"
 
 

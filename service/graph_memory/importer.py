@@ -672,7 +672,8 @@ def _state_and_digests(legacy_path: Path) -> tuple[FileState, bytes | None]:
             again, data = FileState.read(legacy_path)
             digests = line_digests(data, detect(data)) if again.sha256 == state.sha256 else None
     except Exception as exc:  # the server serves all the same
-        log.warning("legacy_line_digests_not_recorded", path=state.path, error=str(exc)[:500] or type(exc).__name__)
+        log.warning("legacy_line_digests_unavailable", path=state.path, error=str(exc)[:500] or type(exc).__name__,
+                    note="its lines cannot be compared one by one: a change to it can only be merged whole")
         digests = None
     return state, digests
 
