@@ -838,3 +838,58 @@ async def test_reply_size_estimate_counts_what_json_escapes(memory: Any, client:
         for result in (memory.read_graph(), memory.search_nodes("q", limit=7)):
             actual = _message_bytes(result.shaped(view, False))
             assert abs(reply_bytes(result, view, False) - actual) <= actual / 20, (view, actual)
+
+
+@pytest.mark.parametrize(("since", "stored"), [("2026", "2026-01-01T00:00:00.000Z"),
+                                               ("2026-12", "2026-12-01T00:00:00.000Z"),
+                                               ("2026-335", "2026-12-01T00:00:00.000Z"),
+                                               ("2026335", "2026-12-01T00:00:00.000Z"),
+                                               ("2024-366", "2024-12-31T00:00:00.000Z")])
+def test_since_reads_iso_8601_reduced_and_ordinal_dates(since: str, stored: str) -> None:
+    """"What did I learn this month" is ``since: "2026-12"``: ISO 8601 allows it, Python's parser
+    does not (found by QA), nor the ordinal date."""
+    assert parse_since(since) == stored
+
+
+@pytest.mark.parametrize("since", ["2026-366", "2026-000", "2026-13", "0000"])
+async def test_since_refuses_reduced_and_ordinal_dates_that_do_not_exist(client: Any, since: str) -> None:
+    message = await call_error(client, "read_graph", {"since": since})
+    assert f"since: '{since}' is not a date or time this server reads" in message
+
+
+async def test_a_long_since_is_refused_without_echoing_it(client: Any) -> None:
+    """A million-character since came back whole in its error (found by QA)."""
+    message = await call_error(client, "search_nodes", {"query": "a", "since": "2026-12-01" + "x" * 1_000_000})
+    assert len(message) < 500
+    assert "since: a value of 1,000,010 characters ('2026-12-01xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'…)" in message
+
+
+async def test_one_reply_names_every_bad_reading_argument(client: Any) -> None:
+    """since was checked only after the other arguments: each call showed one more problem
+    (found by QA)."""
+    message = await call_error(client, "read_graph", {"since": "bad", "limit": 0, "view": "x"})
+    assert message.startswith("invalid arguments for read_graph: ")
+    assert "view: Input should be 'full' or 'summary'" in message
+    assert "since: 'bad' is not a date or time this server reads" in message
+    assert "limit: the page size must be a whole number, 1 or more (got 0)" in message
+
+
+async def test_a_whole_float_page_size_is_that_page_size(client: Any) -> None:
+    """JSON Schema's integer includes 2.0, which the Python client sends as written; it was
+    refused (found by QA). 2.5 still is."""
+    await seed(client)
+    assert await call(client, "read_graph", {"limit": 2.0}) == await call(client, "read_graph", {"limit": 2})
+    assert "got 2.5" in await call_error(client, "search_nodes", {"query": "a", "limit": 2.5})
+
+
+@pytest.mark.parametrize("arguments", [{"since": "2026-12-01"}, {"limit": 1}, {"cursor": "abc"},
+                                       {"since": "garbage", "limit": 5}])
+async def test_open_nodes_refuses_the_arguments_it_has_no_use_for(client: Any, arguments: dict[str, Any]) -> None:
+    """open_nodes ignored since, limit and cursor as any extra key: a model took its reply as
+    filtered by time (found by QA). A null is not given, as on the other tools."""
+    await seed(client)
+    message = await call_error(client, "open_nodes", {"names": ["Alice"], **arguments})
+    given = " or ".join(key for key in ("since", "limit", "cursor") if key in arguments)
+    assert f"open_nodes takes no {given}: it opens the names given, whole; use search_nodes or read_graph" in message
+    opened = await call(client, "open_nodes", {"names": ["Alice"], "since": None, "limit": None, "cursor": None})
+    assert names(opened) == ["Alice"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import calendar
 import hashlib
 import hmac
 import json
@@ -163,33 +164,68 @@ def _next_day_example(text: str) -> str:
     return f" (e.g. '{day.isoformat()}T00:00{found.group(2)}')"
 
 
+# What a ``since`` may be, for its errors.
+_SINCE_FORMS = ("give an ISO 8601 date or date-time, e.g. '2026-12-01', '2026-12', '2026-W48-2', "
+                "'2026-12-01T09:30:00Z', '2026-12-01T09:30+01:00' (UTC when no offset)")
+_LONGEST_MOMENT = 64
+_QUOTED = 40
+
+
+def _quoted(value: str) -> str:
+    """``value`` as an error quotes it: repr, cut to :data:`_QUOTED` characters (found by QA: a
+    million-character since came back whole in its error)."""
+    return repr(value) if len(value) <= _QUOTED else repr(value[:_QUOTED]) + "…"
+
+
+def _reduced_date(text: str) -> datetime | None:
+    """The first moment of the ISO 8601 reduced or ordinal date ``text`` (``2026``, ``2026-12``,
+    ``2026-335``/``2026335``), which ``datetime.fromisoformat`` does not read; None for any
+    other text. Raises: ValueError (no such month or day of the year)."""
+    if re.fullmatch(r"\d{4}", text):
+        return datetime(int(text), 1, 1)
+    if found := re.fullmatch(r"(\d{4})-(\d{2})", text):
+        return datetime(int(found.group(1)), int(found.group(2)), 1)
+    if found := re.fullmatch(r"(\d{4})-?(\d{3})", text):
+        year, day = int(found.group(1)), int(found.group(2))
+        if not 1 <= day <= (366 if calendar.isleap(year) else 365):
+            raise ValueError(f"day {day} of the year")
+        return datetime(year, 1, 1) + timedelta(days=day - 1)
+    return None
+
+
 def parse_since(value: str) -> str:
     """``since`` as the database stores times (``2026-12-01T17:29:28.123Z``, UTC, milliseconds).
 
     Accepts ISO 8601 dates and date-times (``2026-12-01``, ``2026-12-01T09:30``,
-    ``2026-12-01T09:30:00+02:00``, ``…Z``); a time without an offset is UTC, a date alone its
-    midnight UTC. Sub-millisecond digits are cut (times are stored to the millisecond).
+    ``2026-12-01T09:30:00+02:00``, ``…Z``, week dates ``2026-W48-2``, ordinal dates
+    ``2026-335``) and the reduced dates ``2026-12`` and ``2026`` (their first day); a time
+    without an offset is UTC, a date alone its midnight UTC. Sub-millisecond digits are cut
+    (times are stored to the millisecond).
 
     Raises:
-        InvalidInput: not an ISO 8601 date or date-time.
+        InvalidInput: not an ISO 8601 date or date-time (the value is quoted at most
+            :data:`_QUOTED` characters long).
     """
     text = value.strip()
+    if len(text) > _LONGEST_MOMENT:   # the longest spelling of a moment is about 40 characters
+        raise InvalidInput(f"since: a value of {len(value):,} characters ({_quoted(value)}) is not a date or time; "
+                           f"{_SINCE_FORMS}")
     if text[-1:] == "z":   # RFC 3339 allows a lower-case z, Python reads only "Z"
         text = text[:-1] + "Z"
     try:
-        moment = datetime.fromisoformat(text)
+        moment = _reduced_date(text) or datetime.fromisoformat(text)
     except ValueError:
         if re.search(rf"{_HOUR_24}(?:Z|[+-]|$)", text):
             # ISO 8601's end of a day: valid there, but one moment has one spelling here
-            raise InvalidInput(f"since: {value!r} names midnight as 24:00, which is not accepted; give 00:00 of "
-                               f"the next day{_next_day_example(text)}") from None
-        raise InvalidInput(f"since: {value!r} is not a date or time this server reads (ISO 8601 as Python reads "
-                           f"it: e.g. '2026-12-01', '2026-W48-2', '2026-12-01T09:30:00Z', '20261201T093000+0100')"
+            raise InvalidInput(f"since: {_quoted(value)} names midnight as 24:00, which is not accepted; give 00:00 "
+                               f"of the next day{_next_day_example(text)}") from None
+        raise InvalidInput(f"since: {_quoted(value)} is not a date or time this server reads; {_SINCE_FORMS}"
                            ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     try:
         in_utc = moment.astimezone(UTC)
     except OverflowError:   # e.g. 0001-01-01T00:00+01:00: before year 1 in UTC
-        raise InvalidInput(f"since: {value!r} is out of range in UTC; give a moment from year 1 to 9999") from None
+        raise InvalidInput(f"since: {_quoted(value)} is out of range in UTC; give a moment from year 1 to 9999"
+                           ) from None
     return in_utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -8,11 +8,12 @@ supersets of upstream's. Adapters parse arguments into typed models, call one
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from graph_memory.errors import InvalidInput
@@ -29,6 +30,7 @@ from graph_memory.models import (
     ObservationUpdate,
     Relation,
 )
+from graph_memory.paging import parse_since
 from graph_memory.service import MemoryService
 from graph_memory.wording import plural
 
@@ -258,8 +260,31 @@ class PageArgs(ShapeArgs):
     ignored, as upstream's schema allows)."""
 
     since: str | None = None
-    limit: int | None = Field(default=None, ge=1)
+    limit: int | None = None
     cursor: str | None = None
+
+    @field_validator("limit", mode="before")
+    @classmethod
+    def _page_size(cls, value: object) -> object:
+        # JSON Schema's integer takes 2.0 (a Python client sends a float as written); found by QA.
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if value is not None and (type(value) is not int or value < 1):
+            raise PydanticCustomError("limit", "the page size must be a whole number, 1 or more (got {value})",
+                                      {"value": json.dumps(value, default=repr)[:40]})
+        return value
+
+    @field_validator("since")
+    @classmethod
+    def _moment(cls, value: str | None) -> str | None:
+        # Checked here, not only where it is used, so one reply names every bad argument (found by QA).
+        if value is not None:
+            try:
+                parse_since(value)
+            except InvalidInput as exc:
+                raise PydanticCustomError("since", "{problem}", {"problem": str(exc).removeprefix("since: ")}
+                                          ) from None
+        return value
 
 
 class SearchArgs(PageArgs):
@@ -271,9 +296,26 @@ class SearchArgs(PageArgs):
 
 
 class OpenArgs(ShapeArgs):
-    """Arguments of open_nodes: ``{names[]}`` and the optional ``view``/``timestamps``."""
+    """Arguments of open_nodes: ``{names[]}`` and the optional ``view``/``timestamps``. The
+    reading arguments it has no use for (``since``, ``limit``, ``cursor``) are refused rather than
+    ignored as other extra keys are: a caller would take the reply as filtered (found by QA)."""
 
     names: list[str]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_paging(cls, data: object) -> object:
+        if isinstance(data, Mapping):
+            given = [key for key in _NOT_OPEN_ARGS if data.get(key) is not None]
+            if given:
+                raise PydanticCustomError(
+                    "open_nodes_args", "open_nodes takes no {given}: it opens the names given, whole; "
+                    "use search_nodes or read_graph for a time filter or pages",
+                    {"given": " or ".join(given)})
+        return data
+
+
+_NOT_OPEN_ARGS = ("since", "limit", "cursor")
 
 
 M = TypeVar("M", bound=BaseModel)
