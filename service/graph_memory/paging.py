@@ -167,25 +167,27 @@ def _next_day_example(text: str) -> str:
 # What a ``since`` may be, for its errors.
 _SINCE_FORMS = ("give an ISO 8601 date or date-time, e.g. '2026-12-01', '2026-12', '2026-W48-2', "
                 "'2026-12-01T09:30:00Z', '2026-12-01T09:30+01:00' (UTC when no offset)")
-_LONGEST_MOMENT = 64
+_LONGEST_MOMENT = 100
 _QUOTED = 40
 
 
 def _quoted(value: str) -> str:
-    """``value`` as an error quotes it: repr, cut to :data:`_QUOTED` characters (found by QA: a
-    million-character since came back whole in its error)."""
-    return repr(value) if len(value) <= _QUOTED else repr(value[:_QUOTED]) + "…"
+    """``value`` as an error quotes it: its repr, cut after :data:`_QUOTED` characters of it (found
+    by QA: a million-character since came back whole in its error)."""
+    shown = repr(value)
+    return shown if len(shown) <= _QUOTED + 2 else shown[:_QUOTED + 1] + "…"
 
 
 def _reduced_date(text: str) -> datetime | None:
     """The first moment of the ISO 8601 reduced or ordinal date ``text`` (``2026``, ``2026-12``,
     ``2026-335``/``2026335``), which ``datetime.fromisoformat`` does not read; None for any
     other text. Raises: ValueError (no such month or day of the year)."""
-    if re.fullmatch(r"\d{4}", text):
+    # [0-9], not \d: other scripts' digits are no ISO 8601 (and fromisoformat refuses them)
+    if re.fullmatch(r"[0-9]{4}", text):
         return datetime(int(text), 1, 1)
-    if found := re.fullmatch(r"(\d{4})-(\d{2})", text):
+    if found := re.fullmatch(r"([0-9]{4})-([0-9]{2})", text):
         return datetime(int(found.group(1)), int(found.group(2)), 1)
-    if found := re.fullmatch(r"(\d{4})-?(\d{3})", text):
+    if found := re.fullmatch(r"([0-9]{4})-?([0-9]{3})", text):
         year, day = int(found.group(1)), int(found.group(2))
         if not 1 <= day <= (366 if calendar.isleap(year) else 365):
             raise ValueError(f"day {day} of the year")
@@ -207,7 +209,7 @@ def parse_since(value: str) -> str:
             :data:`_QUOTED` characters long).
     """
     text = value.strip()
-    if len(text) > _LONGEST_MOMENT:   # the longest spelling of a moment is about 40 characters
+    if len(text) > _LONGEST_MOMENT:   # a moment's spelling is ~40 characters, more with long fractions
         raise InvalidInput(f"since: a value of {len(value):,} characters ({_quoted(value)}) is not a date or time; "
                            f"{_SINCE_FORMS}")
     if text[-1:] == "z":   # RFC 3339 allows a lower-case z, Python reads only "Z"

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from graph_memory.errors import InvalidInput
@@ -246,6 +246,12 @@ class UpdateRelationsArgs(_Args):
     relations: list[EvidenceArg]
 
 
+def _shown(value: object, most: int = 40) -> str:
+    """``value`` as JSON for an error, cut after ``most`` characters with an ellipsis."""
+    text = json.dumps(value, default=repr)
+    return text if len(text) <= most else text[:most] + "…"
+
+
 class ShapeArgs(_Args):
     """The optional shape of a reading tool's reply: ``view`` (``full`` or ``summary``) and
     ``timestamps`` (add createdAt/updatedAt)."""
@@ -271,7 +277,7 @@ class PageArgs(ShapeArgs):
             value = int(value)
         if value is not None and (type(value) is not int or value < 1):
             raise PydanticCustomError("limit", "the page size must be a whole number, 1 or more (got {value})",
-                                      {"value": json.dumps(value, default=repr)[:40]})
+                                      {"value": _shown(value)})
         return value
 
     @field_validator("since")
@@ -297,25 +303,24 @@ class SearchArgs(PageArgs):
 
 class OpenArgs(ShapeArgs):
     """Arguments of open_nodes: ``{names[]}`` and the optional ``view``/``timestamps``. The
-    reading arguments it has no use for (``since``, ``limit``, ``cursor``) are refused rather than
-    ignored as other extra keys are: a caller would take the reply as filtered (found by QA)."""
+    reading arguments it has no use for (``since``, ``limit``, ``cursor``) are refused unless null,
+    rather than ignored as other extra keys are: a caller would take the reply as filtered (found
+    by QA)."""
 
     names: list[str]
+    since: object = None
+    limit: object = None
+    cursor: object = None
 
-    @model_validator(mode="before")
+    @field_validator("since", "limit", "cursor")
     @classmethod
-    def _no_paging(cls, data: object) -> object:
-        if isinstance(data, Mapping):
-            given = [key for key in _NOT_OPEN_ARGS if data.get(key) is not None]
-            if given:
-                raise PydanticCustomError(
-                    "open_nodes_args", "open_nodes takes no {given}: it opens the names given, whole; "
-                    "use search_nodes or read_graph for a time filter or pages",
-                    {"given": " or ".join(given)})
-        return data
-
-
-_NOT_OPEN_ARGS = ("since", "limit", "cursor")
+    def _not_taken(cls, value: object, info: ValidationInfo) -> None:
+        if value is not None:
+            raise PydanticCustomError(
+                "open_nodes_args", "not taken by open_nodes, which opens the names given, whole; use "
+                "search_nodes or read_graph for {what}", {"what": "pages" if info.field_name != "since" else
+                                                          "a time filter"})
+        return None
 
 
 M = TypeVar("M", bound=BaseModel)
