@@ -213,6 +213,30 @@ def test_a_request_nested_deeper_than_the_parser_reads_is_answered_with_its_own_
     assert len(answers[2]["result"]["tools"]) >= 9  # the session goes on
 
 
+def test_a_request_holding_a_number_of_thousands_of_digits_is_answered_with_its_own_id(tmp_path: Path) -> None:
+    """A JSON integer of over 4,300 digits (even under a key the tool ignores) is valid JSON the
+    parser does not read: it was answered as "not valid JSON" with id null, and the client waited
+    for its id (found by QA). Now the refusal carries the id and says what to send instead."""
+    def call(request_id: int, digits: int) -> str:
+        return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                           "params": {"name": "read_graph", "arguments": {"limit": 1, "x": "NUMBER"}}}
+                          ).replace('"NUMBER"', "9" * digits)
+    lines = [json.dumps(handshake()[0]), call(7, 4300), call(8, 4301), call(9, 100_000),
+             '{"jsonrpc":"2.0","method":"notifications/progress","params":{"x":' + "9" * 5000 + "}}",
+             json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})]
+    command = [str(EXE)] if EXE.exists() else [sys.executable, "-m", "graph_memory"]
+    result = subprocess.run(command, input="".join(line + "\n" for line in lines).encode(), capture_output=True,
+                            timeout=120, env=server_env(tmp_path, tmp_path / "memory.db"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    answers = {r.get("id"): r for r in map(json.loads, result.stdout.decode().splitlines())}
+    assert set(answers) == {0, 7, 8, 9, 2}   # the notification gets no answer
+    assert "result" in answers[7]
+    for refused in (answers[8], answers[9]):
+        assert refused["error"]["code"] == -32600, refused
+        assert "holds a number longer than the server reads" in refused["error"]["message"]
+    assert len(answers[2]["result"]["tools"]) >= 9
+
+
 def test_a_client_that_stops_reading_stdout_ends_the_session_without_a_traceback(tmp_path: Path) -> None:
     command = [str(EXE)] if EXE.exists() else [sys.executable, "-m", "graph_memory"]
     db = tmp_path / "memory.db"

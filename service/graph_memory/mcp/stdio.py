@@ -291,14 +291,17 @@ def invalid_message_reply(error: ValidationError, line: str | None = None) -> Se
         if all(isinstance(value, str) and not value.strip() for value in inputs):
             return None  # an empty or whitespace-only line: nothing was sent
         code, what = PARSE_ERROR, "Parse error: the line is not valid JSON"
-        if line is not None and any("recursion limit" in fault["msg"] for fault in faults):
-            # Valid JSON, nested deeper than the SDK's parser reads (~200 levels): a request
-            # all the same, so the answer carries its id, or its client would wait for ever; a
-            # notification gets no answer (JSON-RPC 2.0), however deep.
+        unreadable = next((problem for cue, problem in _UNREADABLE_JSON
+                           if any(cue in fault["msg"] for fault in faults)), None)
+        if line is not None and unreadable is not None:
+            # Valid JSON that the SDK's parser does not read (nested deeper than ~200 levels, a
+            # number of thousands of digits): a request all the same, so the answer carries its
+            # id, or its client would wait for ever (found by QA); a notification gets no answer
+            # (JSON-RPC 2.0).
             if is_notification(line):
-                log.warning("notification_not_read", reason="nested too deeply")
+                log.warning("notification_not_read", reason=unreadable)
                 return None
-            code, request_id, what = INVALID_REQUEST, top_level_id(line), TOO_DEEP
+            code, request_id, what = INVALID_REQUEST, top_level_id(line), unreadable
     else:
         code, what = INVALID_REQUEST, "Invalid Request: the line is JSON but not a JSON-RPC 2.0 message"
         problem = _line_problem(line)
@@ -310,6 +313,14 @@ def invalid_message_reply(error: ValidationError, line: str | None = None) -> Se
     log.warning("invalid_message", code=code, faults=sorted({fault["type"] for fault in faults})[:5])
     return SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(
         code=code, message=f"{what}; send one JSON-RPC message per line")))
+
+
+# The parser's words for valid JSON it does not read, and what the reply says instead.
+_UNREADABLE_JSON = (
+    ("recursion limit", TOO_DEEP),
+    ("number out of range", "Invalid Request: the message holds a number longer than the server reads (thousands "
+                            "of digits); send it as a string"),
+)
 
 
 def _line_problem(line: str | None) -> str | None:
