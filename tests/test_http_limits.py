@@ -296,3 +296,22 @@ def test_a_body_nested_too_deeply_is_answered_with_its_own_id_never_a_500(db_pat
         accepted = http.post("/mcp", content=notification.encode(), headers=session_headers(session))
         assert accepted.status_code == 202 and accepted.content == b""
         assert ping(http, session).status_code == 200
+
+
+def test_a_body_holding_a_number_of_thousands_of_digits_is_answered_with_its_own_id(db_path: Path) -> None:
+    """Valid JSON with an integer of over 4,300 digits was answered -32700 "not valid JSON" with id
+    null (found by QA over stdio); now -32600 with the request's id, saying to send it as a
+    string; a notification is accepted and gets no answer."""
+    with running(db_path) as srv, httpx2.Client(base_url=srv.url, timeout=30) as http:
+        session = open_session(http)
+        body = ('{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"read_graph","arguments":'
+                '{"x":' + "9" * 5000 + '}}}')
+        response = http.post("/mcp", content=body.encode(), headers=session_headers(session))
+        assert response.status_code == 400, response.text
+        error = answer(response)
+        assert error["id"] == 7 and error["error"]["code"] == -32600
+        assert "holds a number longer than the server reads" in error["error"]["message"]
+        notification = '{"jsonrpc":"2.0","method":"notifications/progress","params":{"x":' + "9" * 5000 + "}}"
+        accepted = http.post("/mcp", content=notification.encode(), headers=session_headers(session))
+        assert accepted.status_code == 202 and accepted.content == b""
+        assert ping(http, session).status_code == 200

@@ -70,7 +70,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from graph_memory.errors import MigrationError, ServeError
 from graph_memory.logs import get_logger
-from graph_memory.mcp.messages import MAX_NESTING, TOO_DEEP, is_notification, message_problem, top_level_id
+from graph_memory.mcp.messages import (
+    MAX_NESTING,
+    TOO_DEEP,
+    is_notification,
+    message_problem,
+    top_level_id,
+    unreadable_json,
+)
 from graph_memory.surrogates import log_replaced, repair_json_bytes
 from graph_memory.wording import plural
 
@@ -414,17 +421,21 @@ def _explain_invalid_message(send: Send, body: bytes) -> Send:
         if message.get("more_body", False):
             return
         error = _answer_error(bytes(held))
-        if _is_too_deep(error):
-            # Valid JSON nested deeper than the SDK's parser reads (found by QA: deeper than Python's
-            # own parser reads it was a 500): answered as over stdio, with the request's own id.
+        unreadable = unreadable_json(str(error.get("message", ""))) if error.get("code") == -32700 else None
+        if unreadable is not None:
+            # Valid JSON that the SDK's parser does not read (nested too deeply: found by QA, deeper
+            # than Python's own parser reads it was a 500; a number of thousands of digits):
+            # answered as over stdio, with the request's own id.
             text = body.decode("utf-8", "replace")
-            log.warning("invalid_message", code=JSONRPC_INVALID_REQUEST, faults=["nested_too_deeply"])
+            deep = unreadable == TOO_DEEP
+            log.warning("invalid_message", code=JSONRPC_INVALID_REQUEST,
+                        faults=["nested_too_deeply" if deep else "number_too_long"])
             if is_notification(text):   # a notification is accepted and gets no answer
                 await send({"type": "http.response.start", "status": 202, "headers": []})
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
                 return
-            await _jsonrpc_error(send, 400, JSONRPC_INVALID_REQUEST, TOO_DEEP, top_level_id(text),
-                                 {"maxNesting": MAX_NESTING})
+            await _jsonrpc_error(send, 400, JSONRPC_INVALID_REQUEST, unreadable, top_level_id(text),
+                                 {"maxNesting": MAX_NESTING} if deep else {})
             return
         problem = invalid_message_problem(body) if _is_validation_error(error) else None
         if problem is None:
@@ -453,10 +464,6 @@ def _answer_error(answer: bytes) -> dict[str, Any]:
 
 def _is_validation_error(error: dict[str, Any]) -> bool:
     return bool(error.get("code") == -32602 and str(error.get("message", "")).startswith("Validation error"))
-
-
-def _is_too_deep(error: dict[str, Any]) -> bool:
-    return bool(error.get("code") == -32700 and "recursion limit" in str(error.get("message", "")))
 
 
 def invalid_message_problem(body: bytes) -> str | None:

@@ -55,6 +55,19 @@ def _top_level_members(text: str) -> Iterator[tuple[str, int]]:
             yield json.loads(value), colon.end()
 
 
+TOO_LONG_NUMBER = ("Invalid Request: the message holds a number longer than the server reads (thousands of "
+                   "digits); send it as a string")
+# The JSON parser's words for valid JSON it does not read, and what the reply says instead.
+_UNREADABLE_JSON = (("recursion limit", TOO_DEEP), ("number out of range", TOO_LONG_NUMBER))
+
+
+def unreadable_json(parse_error: str) -> str | None:
+    """For the parser's ``parse_error`` message about a line: when the line is valid JSON that
+    the parser does not read (nested deeper than ~200 levels, a number of thousands of digits),
+    what the answer to it says (:data:`TOO_DEEP`, :data:`TOO_LONG_NUMBER`); else None."""
+    return next((problem for cue, problem in _UNREADABLE_JSON if cue in parse_error), None)
+
+
 def top_level_id(text: str) -> int | str | None:
     """The ``"id"`` member of the JSON object ``text`` when it is a string or an integer, found
     without parsing what is nested (a line too deeply nested for any parser still names its

@@ -56,7 +56,7 @@ from pydantic import ValidationError
 from graph_memory.logs import get_logger
 from graph_memory.mcp.bounds import refused_line
 from graph_memory.mcp.jsontext import dumps_line, dumps_line_parts, dumps_line_utf8, escape_non_ascii
-from graph_memory.mcp.messages import TOO_DEEP, is_notification, message_problem, top_level_id
+from graph_memory.mcp.messages import is_notification, message_problem, top_level_id, unreadable_json
 from graph_memory.surrogates import log_replaced, repair_json_text
 
 # How long, at end of input, the server waits for the replies of requests still in flight.
@@ -291,8 +291,7 @@ def invalid_message_reply(error: ValidationError, line: str | None = None) -> Se
         if all(isinstance(value, str) and not value.strip() for value in inputs):
             return None  # an empty or whitespace-only line: nothing was sent
         code, what = PARSE_ERROR, "Parse error: the line is not valid JSON"
-        unreadable = next((problem for cue, problem in _UNREADABLE_JSON
-                           if any(cue in fault["msg"] for fault in faults)), None)
+        unreadable = next(filter(None, (unreadable_json(fault["msg"]) for fault in faults)), None)
         if line is not None and unreadable is not None:
             # Valid JSON that the SDK's parser does not read (nested deeper than ~200 levels, a
             # number of thousands of digits): a request all the same, so the answer carries its
@@ -313,14 +312,6 @@ def invalid_message_reply(error: ValidationError, line: str | None = None) -> Se
     log.warning("invalid_message", code=code, faults=sorted({fault["type"] for fault in faults})[:5])
     return SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(
         code=code, message=f"{what}; send one JSON-RPC message per line")))
-
-
-# The parser's words for valid JSON it does not read, and what the reply says instead.
-_UNREADABLE_JSON = (
-    ("recursion limit", TOO_DEEP),
-    ("number out of range", "Invalid Request: the message holds a number longer than the server reads (thousands "
-                            "of digits); send it as a string"),
-)
 
 
 def _line_problem(line: str | None) -> str | None:
