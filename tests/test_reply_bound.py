@@ -355,3 +355,41 @@ async def test_a_later_search_page_is_advised_with_room_for_the_cursor_it_was_gi
                 break
             arguments["cursor"] = page["nextCursor"]
         assert names == [f"H{i}" for i in range(5)]
+
+
+async def test_one_entity_over_the_bound_is_advised_in_parts_that_keep_every_observation(
+        bounded: MemoryService, bounded_client: Any) -> None:
+    """One entity too large for a reply was advised "Split it into 2 or more calls with a part of
+    the items each": two create_entities calls of its halves lost the second half, the name being
+    taken (found by QA). The advice now says to add the rest with add_observations, and works."""
+    observations = [f"fact {i} " + "z" * 90 for i in range(30)]
+    message = await call_error(bounded_client, "create_entities",
+                               {"entities": [{"name": "Big", "entityType": "thing", "observations": observations}]})
+    assert "nothing was written" in message
+    assert "Create 'Big' with a part of its observations, then add the rest with add_observations" in message
+    assert bounded.read_graph().entities == []
+    await call(bounded_client, "create_entities",
+               {"entities": [{"name": "Big", "entityType": "thing", "observations": observations[:10]}]})
+    for start in (10, 20):
+        await call(bounded_client, "add_observations",
+                   {"observations": [{"entityName": "Big", "contents": observations[start:start + 10]}]})
+    assert bounded.read_graph().entities[0].observations == observations
+    # several entities: whole entities per call
+    many = [{"name": f"N{i}", "entityType": "t", "observations": ["y" * 60]} for i in range(40)]
+    assert "(each entity whole: add more observations to one with add_observations)" in await call_error(
+        bounded_client, "create_entities", {"entities": many})
+
+
+@pytest.mark.parametrize(("tool", "arguments"), [
+    ("create_entities", {"entities": [{"name": "Long", "entityType": "t", "observations": ["w" * 2_500]}]}),
+    ("add_observations", {"observations": [{"entityName": "Long", "contents": ["w" * 2_500]}]}),
+    ("delete_observations", {"deletions": [{"entityName": "Long", "observations": ["w" * 2_500]}]}),
+])
+async def test_one_text_over_the_bound_is_advised_to_be_shortened_not_split(
+        bounded_client: Any, tool: str, arguments: dict[str, Any]) -> None:
+    """A single item with one long text was advised to be split into 2 calls, which cannot be
+    done (found by QA)."""
+    message = await call_error(bounded_client, tool, arguments)
+    assert "nothing was written" in message and "Split it" not in message
+    assert "One item alone is over it (a text too long for a reply that repeats it): shorten that text, or raise " \
+           "MEMORY_MAX_REPLY_BYTES." in message

@@ -146,11 +146,49 @@ def check_request(tool: str, arguments: object, bound: int, *, longest: int, bat
     reply = message_bytes(dumps_indent2(arguments), arguments if isinstance(arguments, dict) else None)
     if reply < bound or not _within(arguments, longest, batch):
         return
-    parts = -(-reply // int(bound * 0.8))
     raise ReplyTooLarge(
         f"{tool}: this call sends about {sent:,} bytes, and its reply, which repeats what it writes (as "
         f"indented text and as structured content), could be about {reply:,} bytes, over {_bound_text(bound)}; "
-        f"nothing was written. Split it into {parts} or more calls with a part of the items each.")
+        f"nothing was written. {_split_advice(tool, arguments, reply, bound)}")
+
+
+# What a writing tool's items hold that can be sent over several calls, and how to say so.
+_PARTS_OF_ONE_ITEM = {
+    "create_entities": ("observations", "Create {name} with a part of its observations, then add the rest with "
+                                        "add_observations, a part per call"),
+    "add_observations": ("contents", "Add the contents for {name} over several calls, a part each"),
+    "delete_observations": ("observations", "Delete the observations of {name} over several calls, a part each"),
+}
+
+
+def _split_advice(tool: str, arguments: object, reply: int, bound: int) -> str:
+    """How to send what a refused writing call sends within the bound: in parts of its items;
+    when one item alone is over it, that item's observations in parts (found by QA: two
+    create_entities calls of one entity's halves lost the second half, its name being taken);
+    when one text alone is, to shorten it or raise the bound (a split cannot help)."""
+    budget = int(bound * 0.8)
+    listed = [(key, value) for key, value in arguments.items() if isinstance(value, list)] \
+        if isinstance(arguments, dict) else []
+    if not listed:
+        return "Raise MEMORY_MAX_REPLY_BYTES for it."
+    key, items = listed[0]
+    sizes = [message_bytes(dumps_indent2({key: [item]}), {key: [item]}) for item in items]
+    if len(items) > 1 and max(sizes) < budget:
+        advice = f"Split it into {-(-reply // budget)} or more calls with a part of the {key} each"
+        if tool == "create_entities":   # a name already created is skipped: send each entity whole
+            advice += " (each entity whole: add more observations to one with add_observations)"
+        return advice + "."
+    heaviest = items[sizes.index(max(sizes))]
+    inner_key, how = _PARTS_OF_ONE_ITEM.get(tool, ("", ""))
+    inner = heaviest.get(inner_key) if isinstance(heaviest, dict) else None
+    if isinstance(inner, list) and len(inner) > 1:
+        one = [message_bytes(dumps_indent2({key: [{**heaviest, inner_key: [text]}]}),
+                             {key: [{**heaviest, inner_key: [text]}]}) for text in inner]
+        if max(one) < budget:
+            name = heaviest.get("name", heaviest.get("entityName", ""))
+            return how.format(name=repr(name)) + "."
+    return ("One item alone is over it (a text too long for a reply that repeats it): shorten that text, or raise "
+            "MEMORY_MAX_REPLY_BYTES.")
 
 
 def check_reply(tool: str, text: str, structured: dict[str, Any], bound: int, *, wrote: bool,
