@@ -393,3 +393,18 @@ async def test_one_text_over_the_bound_is_advised_to_be_shortened_not_split(
     assert "nothing was written" in message and "Split it" not in message
     assert "One item alone is over it (a text too long for a reply that repeats it): shorten that text, or raise " \
            "MEMORY_MAX_REPLY_BYTES." in message
+
+
+async def test_open_nodes_of_a_name_over_the_bound_alone_is_advised_what_reads_it(
+        bounded: MemoryService, bounded_client: Any) -> None:
+    """open_nodes of several names, one over the bound without any relation, sent the caller to
+    read_graph's pages, where that entity was refused again (found by QA): raising the bound is
+    what reads it; the other names are advised as before."""
+    bounded.create_entities([Entity("Big", "thing", ["b" * 2_500]), Entity("A", "t", []), Entity("B", "t", [])])
+    message = await call_error(bounded_client, "open_nodes", {"names": ["Big", "A", "B"]})
+    assert "Big alone is over the bound, even without relations: raise MEMORY_MAX_REPLY_BYTES to read it whole" \
+        in message, message
+    assert "read_graph" not in message
+    assert "or ask for view 'summary'" in message
+    opened = await call(bounded_client, "open_nodes", {"names": ["A", "B"]})
+    assert [e["name"] for e in opened["entities"]] == ["A", "B"]

@@ -437,8 +437,18 @@ class MemoryService:
         room = self._page_budget() - _REPLY_ENVELOPE
         heavy = [label for cost, label in zip(costs, labels, strict=True) if cost > room]
         others = _largest_window([cost for cost in costs if cost <= room], room)
-        shown = ", ".join(heavy[:3]) + (f" and {len(heavy) - 3} more" if len(heavy) > 3 else "")
         how = f"Open fewer names per call (about {others}); " if others else ""
+        # An entity over the bound on its own, without relations: no page of read_graph holds it
+        # either (found by QA: the advice sent there, where it was refused again).
+        by_name = {e.name: e for e in result.entities}
+        alone = [name for name in heavy if name in by_name and reply_bytes(
+            GraphSlice([by_name[name]], [], []), view, timestamps) >= self.limits.max_reply_bytes]
+        if alone:
+            shown = ", ".join(alone[:3]) + (f" and {len(alone) - 3} more" if len(alone) > 3 else "")
+            return how + (f"{shown} alone {'is' if len(alone) == 1 else 'are'} over the bound, even without "
+                          f"relations: raise MEMORY_MAX_REPLY_BYTES to read {'it' if len(alone) == 1 else 'them'} "
+                          f"whole")
+        shown = ", ".join(heavy[:3]) + (f" and {len(heavy) - 3} more" if len(heavy) > 3 else "")
         return how + (f"{shown}, with the relations touching {'it' if len(heavy) == 1 else 'them'} and their "
                       f"neighbors, {'is' if len(heavy) == 1 else 'are'} over the bound alone: read "
                       f"{'it' if len(heavy) == 1 else 'them'} through read_graph's pages (limit, then cursor set "
