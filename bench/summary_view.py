@@ -13,11 +13,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from graph_memory.db.backend import SqliteBackend
-from graph_memory.db.store import Store
-from graph_memory.importer import load_graph, read_legacy_file
+from graph_memory.db.backend import open_backend
 from graph_memory.mcp.jsontext import dumps_indent2
-from graph_memory.service import MemoryService
+from graph_memory.service import Limits, MemoryService
+from graph_memory.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "tests" / "data" / "upstream-memory.jsonl"
@@ -36,15 +35,20 @@ def _report(label: str, full: int, summary: int) -> str:
 
 
 def measure(label: str, jsonl: Path, database: Path) -> str:
-    """Import ``jsonl`` into a new ``database`` and report both views' sizes as a table row."""
-    store = Store.open(database)
+    """Import ``jsonl`` into a new ``database`` (``graph-memory import``, as a user would) and
+    report both views' sizes as a table row."""
+    from bench.run import run_import
+
+    run_import(jsonl, database)
+    settings = Settings(file_path=database, max_reply_bytes=0)
+    backend = open_backend(settings, "migrate")
     try:
-        _, legacy = read_legacy_file(str(jsonl), skip_invalid=False, database=database)
-        load_graph(store, legacy, source=str(jsonl))
-        return _report(f"{label} ({len(legacy.entities):,} entities, {len(legacy.relations):,} relations)",
-                       *sizes(MemoryService(SqliteBackend(store))))
+        service = MemoryService(backend, Limits.from_settings(settings))
+        graph = service.read_graph()
+        return _report(f"{label} ({len(graph.entities):,} entities, {len(graph.relations):,} relations)",
+                       *sizes(service))
     finally:
-        store.close()
+        backend.close()
 
 
 def main(argv: list[str]) -> int:

@@ -281,3 +281,17 @@ def test_the_postgres_bench_compares_both_backends_and_counts_replica_writes(tmp
     assert [(r["replicas"], r["writes"]) for r in result["replicas"]] == [(1, 5), (2, 10)]
     assert all(r["writes_per_s"] > 0 for r in result["replicas"])
     assert "replica(s)" in proc.stdout
+
+
+def test_summary_view_measures_what_the_readme_table_shows(tmp_path: Path) -> None:
+    """``python -m bench.summary_view`` (the README's command for its summary-view table) had
+    fallen behind the importer's API and crashed (found by QA); its rows must match the README."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+    proc = subprocess.run([sys.executable, "-m", "bench.summary_view", "1000"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    sample, generated = [line for line in proc.stdout.splitlines() if line.startswith("| ") and " B " in line]
+    for row in (sample, generated):
+        full, summary = row.split(" | ")[1:3]
+        assert f"| {full} | {summary} |" in readme, row
