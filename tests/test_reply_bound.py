@@ -408,3 +408,5 @@ async def test_open_nodes_of_a_name_over_the_bound_alone_is_advised_what_reads_i
     assert "or ask for view 'summary'" in message
     opened = await call(bounded_client, "open_nodes", {"names": ["A", "B"]})
     assert [e["name"] for e in opened["entities"]] == ["A", "B"]
+    alone = await call_error(bounded_client, "open_nodes", {"names": ["Big"]})
+    assert "(1 entity, 0 relations, 0 neighbors), over the 4,000-byte bound" in alone, alone   # was "1 entities"

@@ -393,10 +393,11 @@ class MemoryService:
         bound = self.limits.max_reply_bytes
         page, heaviest, cursor_bound = self._fitting_page(tool, result, view, timestamps, cursor)
         about = "about " if estimated else ""
-        what = (f"{tool}: this reply would be {about}{size:,} bytes ({len(result.entities)} entities, "
-                f"{len(result.relations)} relations, {len(result.neighbors)} neighbors), over the "
-                f"{bound:,}-byte bound on replies (MEMORY_MAX_REPLY_BYTES) that keeps them within what MCP "
-                f"clients accept; nothing was sent. ")
+        # "at" when the reply is exactly the bound's size: a line must be shorter than the bound
+        what = (f"{tool}: this reply would be {about}{size:,} bytes ({plural(len(result.entities), 'entity')}, "
+                f"{plural(len(result.relations), 'relation')}, {plural(len(result.neighbors), 'neighbor')}), "
+                f"{'at' if size == bound else 'over'} the {bound:,}-byte bound on replies (MEMORY_MAX_REPLY_BYTES) "
+                f"that keeps them within what MCP clients accept; nothing was sent. ")
         entity = next((e for e in result.entities if e.name == heaviest), None)
         if not page and cursor_bound:
             how = ("It matches too many entities to be read page by page within the bound: each page's cursor "
