@@ -54,7 +54,7 @@ from graph_memory.errors import LegacyFormatError
 from graph_memory.hints import graph_memory_command, shell_quote
 from graph_memory.models import DEFAULT_WEIGHT, Entity, Relation
 from graph_memory.surrogates import replace_in_value
-from graph_memory.wording import json_type
+from graph_memory.wording import excerpt, json_type
 
 __all__ = [
     "REFERENCE",
@@ -235,7 +235,7 @@ def _relation_weight(obj: dict[str, Any]) -> float:
     # bool is an int in Python, but true/false are not numbers in JSON; NaN and +-Infinity (which
     # Python's reader accepts) fail the range test.
     if type(value) not in (int, float) or not 0 <= value <= 1:
-        shown = _excerpt(json.dumps(value)) if type(value) in (int, float) else json_type(value)
+        shown = excerpt(json.dumps(value)) if type(value) in (int, float) else json_type(value)
         raise _Invalid(f'field "weight" must be a number from 0 to 1, got {shown}')
     return float(value) + 0.0   # -0 becomes 0
 
@@ -248,10 +248,6 @@ def _inverse_of(obj: dict[str, Any]) -> str | None:
     if type(value) is not str or not value:
         raise _Invalid(f'field "inverseOf" must be a non-empty string (a relation type), got {json_type(value)}')
     return value
-
-
-def _excerpt(text: str, limit: int = 40) -> str:
-    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _diagnose(line: str) -> str:

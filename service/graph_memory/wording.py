@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["json_type", "plural"]
+__all__ = ["excerpt", "json_type", "plural"]
 
 
 def plural(count: int, singular: str, plural_form: str | None = None) -> str:
@@ -43,3 +43,9 @@ def json_type(value: object) -> str:
     if isinstance(value, list | tuple):
         return "array"
     return "object"
+
+
+def excerpt(text: str, limit: int = 40) -> str:
+    """``text`` for a message, cut after ``limit`` characters with an ellipsis (``…``) when longer:
+    an input echoed in an error stays short whatever its size."""
+    return text if len(text) <= limit else text[:limit] + "…"

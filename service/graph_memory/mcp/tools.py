@@ -32,7 +32,7 @@ from graph_memory.models import (
 )
 from graph_memory.paging import parse_since
 from graph_memory.service import MemoryService
-from graph_memory.wording import plural
+from graph_memory.wording import excerpt, plural
 
 # -- advertised JSON schemas ----------------------------------------------------------------------
 
@@ -246,12 +246,6 @@ class UpdateRelationsArgs(_Args):
     relations: list[EvidenceArg]
 
 
-def _shown(value: object, most: int = 40) -> str:
-    """``value`` as JSON for an error, cut after ``most`` characters with an ellipsis."""
-    text = json.dumps(value, default=repr)
-    return text if len(text) <= most else text[:most] + "…"
-
-
 class ShapeArgs(_Args):
     """The optional shape of a reading tool's reply: ``view`` (``full`` or ``summary``) and
     ``timestamps`` (add createdAt/updatedAt)."""
@@ -277,7 +271,7 @@ class PageArgs(ShapeArgs):
             value = int(value)
         if value is not None and (type(value) is not int or value < 1):
             raise PydanticCustomError("limit", "the page size must be a whole number, 1 or more (got {value})",
-                                      {"value": _shown(value)})
+                                      {"value": excerpt(json.dumps(value, default=repr))})
         return value
 
     @field_validator("since")
