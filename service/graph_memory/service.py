@@ -406,8 +406,7 @@ class MemoryService:
                    "none)")
         elif not page and tool == "open_nodes" and len(result.entities) > 1:
             how = self._open_in_parts(result, view, timestamps)
-        elif not page and (tool == "read_graph" or entity is None
-                           or reply_bytes(GraphSlice([entity], [], []), view, timestamps) >= bound):
+        elif not page and (tool == "read_graph" or entity is None or self._over_alone(entity, view, timestamps)):
             how = (f"{heaviest} alone is over the bound, even on a page of its own: raise MEMORY_MAX_REPLY_BYTES "
                    f"to read it whole")
         elif not page:
@@ -430,6 +429,10 @@ class MemoryService:
                         f"also over it: in pages of limit {summary_page})")
         raise ReplyTooLarge(what + how + ".")
 
+    def _over_alone(self, entity: Entity, view: View, timestamps: bool) -> bool:
+        """Whether ``entity``'s reply alone, without relations or neighbors, is not under the bound."""
+        return reply_bytes(GraphSlice([entity], [], []), view, timestamps) >= self.limits.max_reply_bytes
+
     def _open_in_parts(self, result: GraphSlice, view: View, timestamps: bool) -> str:
         """Advice for an open_nodes reply where some names are over the bound on their own (with
         their relations and neighbors): how many of the others to open at a time, and to read those
@@ -442,8 +445,7 @@ class MemoryService:
         # An entity over the bound on its own, without relations: no page of read_graph holds it
         # either (found by QA: the advice sent there, where it was refused again).
         by_name = {e.name: e for e in result.entities}
-        alone = [name for name in heavy if name in by_name and reply_bytes(
-            GraphSlice([by_name[name]], [], []), view, timestamps) >= self.limits.max_reply_bytes]
+        alone = [name for name in heavy if name in by_name and self._over_alone(by_name[name], view, timestamps)]
         if alone:
             shown = ", ".join(alone[:3]) + (f" and {len(alone) - 3} more" if len(alone) > 3 else "")
             return how + (f"{shown} alone {'is' if len(alone) == 1 else 'are'} over the bound, even without "

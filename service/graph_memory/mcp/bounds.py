@@ -143,13 +143,18 @@ def check_request(tool: str, arguments: object, bound: int, *, longest: int, bat
     # Indentation adds at most about 5 bytes per byte sent (one-character strings, nested deep).
     if 6 * sent + _ENVELOPE < bound:
         return
-    reply = message_bytes(dumps_indent2(arguments), arguments if isinstance(arguments, dict) else None)
+    reply = _echo_bytes(arguments)
     if reply < bound or not _within(arguments, longest, batch):
         return
     raise ReplyTooLarge(
         f"{tool}: this call sends about {sent:,} bytes, and its reply, which repeats what it writes (as "
         f"indented text and as structured content), could be about {reply:,} bytes, over {_bound_text(bound)}; "
         f"nothing was written. {_split_advice(tool, arguments, reply, bound)}")
+
+
+def _echo_bytes(arguments: object) -> int:
+    """The bytes of a reply that repeats ``arguments`` as indented text and as structured content."""
+    return message_bytes(dumps_indent2(arguments), arguments if isinstance(arguments, dict) else None)
 
 
 # What a writing tool's items hold that can be sent over several calls, and how to say so.
@@ -172,7 +177,7 @@ def _split_advice(tool: str, arguments: object, reply: int, bound: int) -> str:
     if not listed:
         return "Raise MEMORY_MAX_REPLY_BYTES for it."
     key, items = listed[0]
-    sizes = [message_bytes(dumps_indent2({key: [item]}), {key: [item]}) for item in items]
+    sizes = [_echo_bytes({key: [item]}) for item in items]
     if len(items) > 1 and max(sizes) < budget:
         advice = f"Split it into {-(-reply // budget)} or more calls with a part of the {key} each"
         if tool == "create_entities":   # a name already created is skipped: send each entity whole
@@ -182,8 +187,7 @@ def _split_advice(tool: str, arguments: object, reply: int, bound: int) -> str:
     inner_key, how = _PARTS_OF_ONE_ITEM.get(tool, ("", ""))
     inner = heaviest.get(inner_key) if isinstance(heaviest, dict) else None
     if isinstance(inner, list) and len(inner) > 1:
-        one = [message_bytes(dumps_indent2({key: [{**heaviest, inner_key: [text]}]}),
-                             {key: [{**heaviest, inner_key: [text]}]}) for text in inner]
+        one = [_echo_bytes({key: [{**heaviest, inner_key: [text]}]}) for text in inner]
         if max(one) < budget:
             name = heaviest.get("name", heaviest.get("entityName", ""))
             return how.format(name=repr(name)) + "."
